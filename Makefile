@@ -1,0 +1,24 @@
+# The two set-up commands of the README: `make figures` and `make test`.
+VENV ?= .venv
+BIN := $(VENV)/bin
+PROFILE ?= full
+
+.PHONY: setup figures test lint format
+setup:
+	VENV=$(VENV) scripts/setup.sh dev
+
+figures: setup
+	$(BIN)/grpo-lab figures --profile $(PROFILE)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/check_notebooks.py
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+	$(BIN)/nbstripout notebooks/*.ipynb

@@ -1,0 +1,1 @@
+"""Readers of run logs: statistics and plots. Nothing here imports the trainer."""

@@ -1,0 +1,73 @@
+"""Command line: `grpo-lab train`, `grpo-lab presets`, `grpo-lab figures`."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from grpo_lab.config import field_doc, parse_override
+
+
+def _train(args: argparse.Namespace) -> int:
+    from grpo_lab.presets import preset
+    from grpo_lab.runlog import read_summary
+    from grpo_lab.trainer import train
+
+    overrides = dict(parse_override(s) for s in args.set)
+    config = preset(args.preset, steps=args.steps, seed=args.seed, **overrides)
+    out = Path(args.out or f"runs/{config.preset}-seed{config.seed}-{config.key()}")
+    train(config, out=out)
+    print(json.dumps(read_summary(out), indent=2))
+    print(f"run written to {out}")
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from grpo_lab.presets import PRESETS, preset_diff
+
+    if args.diff:
+        diff = preset_diff(args.diff)
+        if not diff:
+            print(f"{args.diff}: identical to grpo")
+        for key, (base, value) in diff.items():
+            print(f"{key:24s} {base!r:>22} -> {value!r:<22} # {field_doc(key)}")
+        return 0
+    for name, entry in PRESETS.items():
+        print(f"{name:14s} {entry.doc}")
+    return 0
+
+
+def _figures(args: argparse.Namespace) -> int:
+    from grpo_lab.figures import regenerate
+
+    failures = regenerate(profile=args.profile, only=args.only)
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grpo-lab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train one run and write its directory")
+    t.add_argument("--preset", default="grpo", help="named method (see `grpo-lab presets`)")
+    t.add_argument("--steps", type=int, default=200)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", default=None, help="run directory (default runs/<preset>-seed<S>-<hash>)")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    t.set_defaults(fn=_train)
+    p = sub.add_parser("presets", help="list presets, or show what one changes relative to grpo")
+    p.add_argument("--diff", metavar="NAME", default=None)
+    p.set_defaults(fn=_presets)
+    f = sub.add_parser("figures", help="regenerate the figures by running the notebooks with papermill")
+    f.add_argument("--profile", choices=["smoke", "full"], default="full")
+    f.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
+    f.set_defaults(fn=_figures)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, FileExistsError, PermissionError) as err:
+        print(f"grpo-lab: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The one place where the objective's pieces are composed. Each axis is looked up once in its
+registry by the name the config gives; nothing else in the package branches on a variant."""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from grpo_lab import objective as obj
+from grpo_lab.config import Config
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The composed objective of one config."""
+
+    config: Config
+
+    def __post_init__(self) -> None:
+        c = self.config
+        pieces = dict(
+            advantage_fn=obj.ADVANTAGES.get(c.advantage),
+            surrogate_fn=obj.SURROGATES.get(c.surrogate),
+            kl_fn=obj.KL_ESTIMATORS.get(c.kl_estimator),
+            placement_fn=obj.KL_PLACEMENTS.get(c.kl_placement),
+            aggregate_fn=obj.AGGREGATIONS.get(c.aggregation),
+            seq_weight_fn=obj.SEQ_WEIGHTS.get(c.seq_weight),
+            correction_fn=obj.IS_CORRECTIONS.get(c.is_correction),
+            surrogate_params=obj.SurrogateParams(
+                eps_low=c.eps_low,
+                eps_high=c.eps_high,
+                dual_clip_c=c.dual_clip_c,
+                cispo_mode=c.cispo_mode,
+                cispo_cap=c.cispo_cap,
+                sapo_tau_pos=c.sapo_tau_pos,
+                sapo_tau_neg=c.sapo_tau_neg,
+                gmpo_eps_low=c.gmpo_eps,
+                gmpo_eps_high=c.gmpo_eps,
+                clip_cov_ratio=c.cov_ratio,
+                kl_cov_ratio=c.cov_ratio,
+                kl_cov_coef=c.kl_cov_coef,
+            ),
+            correction_params=obj.CorrectionParams(low=c.is_low, high=c.is_high, seq_reduce=c.is_seq_reduce),
+        )
+        for name, value in pieces.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def kl_in_reward(self) -> bool:
+        return self.config.uses_reference and self.config.kl_placement == "reward"
+
+    @property
+    def needs_old_logp(self) -> bool:
+        """Old log-probs need their own forward pass only when they can differ from the current ones
+        (several updates per batch) or are needed before the update (KL in the reward, IS correction)."""
+        c = self.config
+        return c.num_iterations > 1 or self.kl_in_reward or c.is_correction != "none"
+
+    def reward_kl(self, old_logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
+        """Per-token KL penalty folded into the reward (zero unless the placement is 'reward'): (N, T)."""
+        terms = self.placement_fn(self.kl_fn(old_logp, ref_logp), self.config.kl_coef, mask)
+        return terms.reward if terms.reward is not None else torch.zeros_like(mask)
+
+    def advantages(
+        self,
+        rewards: Tensor,
+        lengths: Tensor,
+        mask: Tensor,
+        kl_reward: Tensor | None,
+        token_credit: Tensor | None,
+    ) -> Tensor:
+        """Sequence advantages from the scalar rewards (N,), spread over tokens and mixed with the
+        token-level reward-to-go (scheme B): (N, T). A KL penalty in the reward (N, T) is summed into
+        the outcome and also enters the reward-to-go; the task's token credit enters only the latter.
+        Unscored rows (NaN reward) get advantage 0."""
+        c = self.config
+        unscored = rewards.isnan()  # (N,)
+        if kl_reward is not None:
+            rewards = rewards + (kl_reward * mask).sum(-1)  # (N,)
+        filled = torch.where(unscored, _group_nanmean(rewards, c.group_size), rewards)  # (N,)
+        seq_adv = self.advantage_fn(filled, c.group_size, lengths, c.adv_eps).masked_fill(
+            unscored, 0.0
+        )  # (N,)
+        parts = [t for t in (kl_reward, token_credit) if t is not None]
+        token_rewards = sum(parts[1:], parts[0]) if parts else None  # (N, T)
+        return obj.token_advantages(seq_adv, token_rewards, mask, c.group_size, c.token_adv_mix, c.adv_eps)
+
+    def sequence_weights(self, lengths: Tensor, rewards: Tensor) -> Tensor:
+        """Scheme B loss coefficients per sequence: (N,)."""
+        return self.seq_weight_fn(lengths, rewards.nan_to_num(0.0), self.config.group_size)
+
+    def correction(
+        self, old_logp: Tensor, sampler_logp: Tensor, mask: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Detached importance weights of the trainer's old policy against the sampler: (N, T)."""
+        return self.correction_fn(old_logp, sampler_logp, mask, self.correction_params)
+
+    def loss(
+        self,
+        logp: Tensor,
+        old_logp: Tensor,
+        ref_logp: Tensor | None,
+        adv: Tensor,
+        mask: Tensor,
+        seq_weights: Tensor,
+        is_weights: Tensor,
+        totals: obj.BatchTotals,
+    ) -> Tensor:
+        """The scalar loss of a micro-batch; summed over micro-batches it is the full-batch loss."""
+        per_token, _ = self.surrogate_fn(logp, old_logp, adv, mask, self.surrogate_params)  # (n, T)
+        per_token = per_token * is_weights  # sampler correction applies to the policy term only
+        if ref_logp is not None:
+            kl = self.kl_fn(logp, ref_logp)  # (n, T)
+            if self.config.kl_importance_weighted:
+                kl = obj.importance_weighted_kl(kl, logp, old_logp)
+            terms = self.placement_fn(kl, self.config.kl_coef, mask)
+            if terms.loss is not None:
+                per_token = per_token + terms.loss
+        per_token = per_token * seq_weights[:, None]  # (n, T)
+        return self.aggregate_fn(per_token, mask, totals)
+
+    @torch.no_grad()
+    def stats(
+        self, logp: Tensor, old_logp: Tensor, ref_logp: Tensor | None, adv: Tensor, mask: Tensor
+    ) -> dict:
+        """Surrogate statistics of the whole batch, and every KL estimator side by side."""
+        _, stats = self.surrogate_fn(logp, old_logp, adv, mask, self.surrogate_params)
+        out = {k: float(v) for k, v in stats.items()}
+        if ref_logp is not None:
+            for name in ("k1", "k2", "k3", "abs"):
+                out[f"kl/{name}"] = float(obj.masked_mean(obj.KL_ESTIMATORS.get(name)(logp, ref_logp), mask))
+            out["kl"] = float(obj.masked_mean(self.kl_fn(logp, ref_logp), mask))
+        return out
+
+
+def _group_nanmean(x: Tensor, group_size: int) -> Tensor:
+    """Each row's group mean over the non-NaN rows (0 for an all-NaN group): (N,)."""
+    g = x.view(-1, group_size)  # (N/G, G)
+    mean = g.nanmean(dim=1, keepdim=True).nan_to_num(0.0)  # (N/G, 1)
+    return mean.expand_as(g).reshape(-1)

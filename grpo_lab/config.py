@@ -1,0 +1,324 @@
+"""One frozen dataclass describes an experiment. Every field has a one-line doc; the whole
+thing round-trips to JSON, and bad values fail in `__post_init__`, before any compute."""
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- run ---
+    preset: str = "grpo"
+    """name of the preset this config was built from (informational; fields below are what counts)"""
+    seed: int = 0
+    """seeds the prompt order, sampling and initialization; same seed, same metrics on CPU"""
+    steps: int = 200
+    """number of training steps (one sampled batch each)"""
+    device: str = "auto"
+    """'auto' (CUDA with bf16 autocast when present, else CPU), 'cpu' or 'cuda'"""
+    torch_threads: int = 0
+    """CPU threads for torch; 0 keeps torch's default"""
+
+    # --- model ---
+    model: str = "embedded"
+    """'embedded' (the built-in warm-started Llama) or a Hugging Face model id / local path"""
+    lora: bool = False
+    """wrap the policy with a peft LoRA adapter; the reference is then the base with the adapter off"""
+    lora_r: int = 8
+    """LoRA rank"""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator"""
+
+    # --- task ---
+    task: str = "arith"
+    """'arith' (sparse 0/1), 'scratchpad' (free-length work, sparse) or 'judge' (dense in [0.75, 0.85])"""
+    task_digits: int = 0
+    """operand size (arith, scratchpad) or number length (judge); 0 = the task's default"""
+    rewards: tuple[str, ...] = ()
+    """names of the task's reward functions to combine; () = the task's default"""
+    reward_weights: tuple[float, ...] = ()
+    """weight of each reward function; () = all 1.0"""
+
+    # --- sampling ---
+    prompts_per_step: int = 8
+    """distinct prompts per step"""
+    group_size: int = 8
+    """completions sampled per prompt (G)"""
+    max_completion_length: int = 24
+    """completion tokens at most; a completion without EOS by then is truncated"""
+    temperature: float = 1.0
+    """sampling temperature, also applied to the logits of every log-prob"""
+
+    # --- optimization ---
+    learning_rate: float = 3e-5
+    """AdamW learning rate (constant)"""
+    weight_decay: float = 0.0
+    """AdamW weight decay"""
+    max_grad_norm: float = 1.0
+    """gradient clipping by global norm; 0 disables it"""
+    num_iterations: int = 1
+    """updates per sampled batch (TRL's num_iterations, verl's ppo_epochs)"""
+    micro_batch_size: int = 0
+    """completions per forward/backward; 0 = the whole batch. Loss and gradient do not depend on it"""
+
+    # --- objective: one field per axis, knobs as plain fields ---
+    advantage: str = "grpo"
+    """advantage estimator (registry grpo_lab.objective.ADVANTAGES)"""
+    adv_eps: float = 1e-6
+    """epsilon added to the std in std-normalized advantages"""
+    token_adv_mix: float = 0.0
+    """scheme B: weight of the token-level reward-to-go mixed into the sequence advantage"""
+    surrogate: str = "ppo_clip"
+    """policy surrogate (registry grpo_lab.objective.SURROGATES)"""
+    eps_low: float = 0.2
+    """lower clip range: ratio clipped at 1 - eps_low"""
+    eps_high: float = 0.2
+    """upper clip range: ratio clipped at 1 + eps_high (DAPO clip-higher raises it)"""
+    dual_clip_c: float | None = None
+    """dual-clip bound c > 1 for negative advantages; None disables it"""
+    cispo_mode: str = "relative"
+    """CISPO weight: 'relative' (two-sided clip, verl) or 'absolute' (one-sided cap, TRL / MiniMax)"""
+    cispo_cap: float = 5.0
+    """CISPO absolute cap on the ratio"""
+    sapo_tau_pos: float = 1.0
+    """SAPO gate temperature for positive advantages"""
+    sapo_tau_neg: float = 1.05
+    """SAPO gate temperature for non-positive advantages"""
+    gmpo_eps: float = 0.4
+    """GMPO log-space clip range"""
+    cov_ratio: float = 2e-4
+    """Clip-Cov / KL-Cov: fraction of tokens selected by covariance"""
+    kl_cov_coef: float = 0.1
+    """KL-Cov: coefficient of the |log-ratio| penalty on the selected tokens"""
+    kl_estimator: str = "k3"
+    """per-token KL estimator (registry grpo_lab.objective.KL_ESTIMATORS)"""
+    kl_placement: str = "loss"
+    """where the KL enters: 'loss', 'reward' or 'off' (registry KL_PLACEMENTS)"""
+    kl_coef: float = 0.04
+    """KL coefficient beta"""
+    kl_importance_weighted: bool = False
+    """multiply the in-loss KL by the (non-detached) importance ratio (DeepSeek-V3.2)"""
+    aggregation: str = "seq-mean-token-mean"
+    """loss aggregation over tokens and sequences (registry AGGREGATIONS, verl's names)"""
+    seq_weight: str = "none"
+    """scheme B sequence loss coefficients: 'none', 'length', 'inverse_length', 'difficulty'"""
+    is_correction: str = "none"
+    """sampler-vs-trainer importance correction: none, tis_token, tis_seq, mis_token, mis_seq"""
+    is_low: float = 0.5
+    """MIS lower bound on the importance weight"""
+    is_high: float = 2.0
+    """TIS cap / MIS upper bound on the importance weight"""
+    is_seq_reduce: str = "geometric"
+    """sequence IS weight as the 'geometric' mean of token ratios or their plain 'product'"""
+
+    # --- logging ---
+    eval_every: int = 25
+    """steps between validation passes (also before the first update and after the last)"""
+    val_size: int = 200
+    """validation prompts, greedy decoding"""
+    samples_every: int = 25
+    """steps between writes of example completions to samples.jsonl"""
+    samples_per_log: int = 4
+    """completions written each time"""
+    progress: bool = True
+    """show a tqdm progress bar with reward and KL"""
+
+    # --- derived, computed once ---
+    batch_size: int = field(init=False)
+    """completions per step: prompts_per_step x group_size"""
+    uses_reference: bool = field(init=False)
+    """whether anything needs reference log-probs (KL on with a nonzero coefficient)"""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batch_size", self.prompts_per_step * self.group_size)
+        object.__setattr__(self, "uses_reference", self.kl_placement != "off" and self.kl_coef != 0)
+        validate(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settable fields, JSON-ready (derived values are left out: they follow)."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.init}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Config":
+        unknown = sorted(set(data) - set(field_names()))
+        if unknown:
+            raise ValueError(f"unknown config field(s) {unknown}; valid: {', '.join(field_names())}")
+        return cls(**{k: _coerce(k, v) for k, v in data.items()})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Config":
+        return cls.from_dict(json.loads(text))
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some fields changed (validated again)."""
+        return Config.from_dict({**self.to_dict(), **changes})
+
+    def key(self) -> str:
+        """Short stable hash of the full config: the run's identity in a sweep's store."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Config) if f.init]
+
+
+def field_doc(name: str) -> str:
+    """The one-line doc written under a field."""
+    return _FIELD_DOCS.get(name, "")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'key=value' from the command line, value converted to the field's type."""
+    key, sep, raw = text.partition("=")
+    if not sep:
+        raise ValueError(f"override {text!r} must look like key=value")
+    if key not in field_names():
+        raise ValueError(f"unknown config field {key!r}; valid: {', '.join(field_names())}")
+    return key, _coerce(key, _parse_scalar(key, raw))
+
+
+def _parse_scalar(key: str, raw: str) -> Any:
+    hint = typing.get_type_hints(Config)[key]
+    if typing.get_origin(hint) is tuple:
+        return [p for p in raw.split(",") if p] if raw else []
+    if raw.lower() in ("none", "null") and type(None) in typing.get_args(hint):
+        return None
+    return raw
+
+
+def _coerce(key: str, value: Any) -> Any:
+    hint = typing.get_type_hints(Config)[key]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if value is None:
+        return None
+    try:
+        if typing.get_origin(hint) is tuple:
+            return tuple(args[0](v) for v in value)
+        base = args[0] if args else hint
+        if base is bool and isinstance(value, str):
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return value.lower() in ("true", "1", "yes")
+        if base is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return base(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"config field {key!r} expects {hint}, got {value!r}") from None
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _choice(name: str, value: str, valid: list[str]) -> None:
+    _check(value in valid, f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+
+
+def validate(c: Config) -> None:
+    """Every check that can be made without building a model."""
+    from grpo_lab import objective
+    from grpo_lab.tasks import TASKS
+
+    _choice("task", c.task, list(TASKS))
+    _choice("device", c.device, ["auto", "cpu", "cuda"])
+    _choice("advantage", c.advantage, objective.ADVANTAGES.names())
+    _choice("surrogate", c.surrogate, objective.SURROGATES.names())
+    _choice("kl_estimator", c.kl_estimator, objective.KL_ESTIMATORS.names())
+    _choice("kl_placement", c.kl_placement, objective.KL_PLACEMENTS.names())
+    _choice("aggregation", c.aggregation, objective.AGGREGATIONS.names())
+    _choice("seq_weight", c.seq_weight, objective.SEQ_WEIGHTS.names())
+    _choice("is_correction", c.is_correction, objective.IS_CORRECTIONS.names())
+    _choice("cispo_mode", c.cispo_mode, ["relative", "absolute"])
+    _choice("is_seq_reduce", c.is_seq_reduce, ["geometric", "product"])
+    for name in (
+        "steps",
+        "prompts_per_step",
+        "group_size",
+        "max_completion_length",
+        "num_iterations",
+    ):
+        _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
+    for name in ("eval_every", "samples_every", "val_size", "lora_r"):
+        _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
+    for name in (
+        "micro_batch_size",
+        "task_digits",
+        "torch_threads",
+        "samples_per_log",
+        "seed",
+    ):
+        _check(getattr(c, name) >= 0, f"{name} must be >= 0, got {getattr(c, name)}")
+    _check(c.temperature > 0, f"temperature must be > 0, got {c.temperature}")
+    _check(c.learning_rate > 0, f"learning_rate must be > 0, got {c.learning_rate}")
+    _check(
+        c.max_grad_norm >= 0,
+        f"max_grad_norm must be >= 0 (0 disables), got {c.max_grad_norm}",
+    )
+    _check(c.weight_decay >= 0, f"weight_decay must be >= 0, got {c.weight_decay}")
+    _check(0 <= c.eps_low < 1, f"eps_low must be in [0, 1), got {c.eps_low}")
+    _check(c.eps_high >= 0, f"eps_high must be >= 0, got {c.eps_high}")
+    _check(
+        c.dual_clip_c is None or c.dual_clip_c > 1,
+        f"dual_clip_c must be > 1 or None, got {c.dual_clip_c}",
+    )
+    _check(c.adv_eps >= 0, f"adv_eps must be >= 0, got {c.adv_eps}")
+    _check(
+        0 <= c.token_adv_mix <= 1,
+        f"token_adv_mix must be in [0, 1], got {c.token_adv_mix}",
+    )
+    _check(c.kl_coef >= 0, f"kl_coef must be >= 0, got {c.kl_coef}")
+    _check(
+        0 < c.is_low <= 1 <= c.is_high,
+        f"need 0 < is_low <= 1 <= is_high, got {c.is_low}, {c.is_high}",
+    )
+    _check(c.cispo_cap > 0 and c.gmpo_eps > 0, "cispo_cap and gmpo_eps must be > 0")
+    _check(
+        c.sapo_tau_pos > 0 and c.sapo_tau_neg > 0,
+        "sapo_tau_pos and sapo_tau_neg must be > 0",
+    )
+    _check(0 < c.cov_ratio <= 1, f"cov_ratio must be in (0, 1], got {c.cov_ratio}")
+    _check(
+        not c.reward_weights or len(c.reward_weights) == len(c.rewards),
+        f"reward_weights has {len(c.reward_weights)} entries for {len(c.rewards)} rewards",
+    )
+    _check(
+        c.micro_batch_size == 0 or c.micro_batch_size <= c.batch_size,
+        f"micro_batch_size {c.micro_batch_size} exceeds the batch ({c.batch_size} completions)",
+    )
+    _check(
+        c.advantage != "rloo" or c.group_size >= 2,
+        "advantage 'rloo' needs group_size >= 2 (leave-one-out)",
+    )
+
+
+def _field_docs() -> dict[str, str]:
+    """Read each field's one-line doc from this module's source (the string under the field)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(Config))
+    body = tree.body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+        ):
+            docs[node.target.id] = str(nxt.value.value)
+    return docs
+
+
+_FIELD_DOCS = _field_docs()

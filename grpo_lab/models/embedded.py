@@ -1,0 +1,147 @@
+"""The embedded default model: a ~1M-parameter Llama with a character tokenizer, warm-started
+by a short supervised fine-tune on the task's reference solutions until its greedy validation
+accuracy is moderate (GRPO learns from groups with mixed rewards). Built once per (task, model
+config), saved with `save_pretrained`, and always loaded back through `from_pretrained`."""
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.utils import logging as hf_logging
+
+from grpo_lab.evaluation import evaluate
+from grpo_lab.models.sampler import positions
+from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
+from grpo_lab.tasks import make_task
+
+ARCH = dict(
+    hidden_size=128,
+    intermediate_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+)
+WARM_START = dict(
+    lr=1e-3,
+    batch_size=64,
+    target_accuracy=0.3,
+    eval_every=25,
+    max_steps=2000,
+    val_size=200,
+    max_new_tokens=24,
+    seed=0,
+    threads=2,
+)
+FORMAT_VERSION = 1
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GRPO_LAB_CACHE", Path.home() / ".cache" / "grpo_lab"))
+
+
+def embedded_path(task: str, digits: int | None = None) -> Path:
+    """Directory of the warm-started model for a task, built on first use."""
+    problems = make_task(task, digits).problems  # the key covers the data itself, not just its name
+    fingerprint = hashlib.sha256("\n".join(p.prompt + p.solution for p in problems).encode()).hexdigest()
+    spec = {
+        "task": task,
+        "digits": digits,
+        "problems": fingerprint,
+        "tokenizer": CHARSET,
+        "arch": ARCH,
+        "warm_start": WARM_START,
+        "version": FORMAT_VERSION,
+    }
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    path = cache_root() / "models" / f"{task}-{key}"
+    if not (path / "warm_start.json").exists():
+        build(task, digits, path)
+    return path
+
+
+def _sft_batch(tokenizer, examples, device):
+    """Prompt + solution + EOS, loss only on the solution and EOS tokens."""
+    ids, labels = [], []
+    for ex in examples:
+        p = tokenizer(ex.prompt, add_special_tokens=False)["input_ids"]
+        s = tokenizer(ex.solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids.append(p + s)
+        labels.append([-100] * len(p) + s)
+    width = max(map(len, ids))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)  # (B, L)
+    label_ids = torch.tensor([[-100] * (width - len(x)) + x for x in labels], device=device)  # (B, L)
+    mask = (
+        torch.arange(width, device=device)[None]
+        >= torch.tensor([width - len(x) for x in ids], device=device)[:, None]
+    ).long()
+    return input_ids, label_ids, mask
+
+
+def build(task_name: str, digits: int | None, path: Path) -> None:
+    """Train and save the warm-started model at `path` (atomically: a half-built one never appears)."""
+    cfg = WARM_START
+    task = make_task(task_name, digits)
+    tokenizer = build_char_tokenizer()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(min(threads, cfg["threads"]))
+    torch.manual_seed(cfg["seed"])
+    model_cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+        **ARCH,
+    )
+    model = LlamaForCausalLM(model_cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
+    rng = random.Random(cfg["seed"])
+    val = task.validation(cfg["val_size"])
+    names = task.default_rewards
+    weights = (1.0,) * len(names)
+    start, history, step = time.perf_counter(), [], 0
+    for step in range(1, cfg["max_steps"] + 1):
+        input_ids, labels, mask = _sft_batch(tokenizer, rng.sample(task.train, cfg["batch_size"]), "cpu")
+        loss = model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions(mask),
+            labels=labels,
+        ).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % cfg["eval_every"] == 0:
+            metrics = evaluate(model, tokenizer, task, val, cfg["max_new_tokens"], names, weights)
+            history.append({"step": step, "loss": loss.item(), **metrics})
+            if metrics["val/accuracy"] >= cfg["target_accuracy"]:
+                break
+    torch.set_num_threads(threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    hf_logging.disable_progress_bar()
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".building-"))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    record = {
+        "task": task_name,
+        "digits": digits,
+        "steps": step,
+        "seconds": time.perf_counter() - start,
+        "params": sum(p.numel() for p in model.parameters()),
+        "history": history,
+        **cfg,
+    }
+    (tmp / "warm_start.json").write_text(json.dumps(record, indent=2))
+    try:
+        tmp.rename(path)
+    except OSError:  # another process built it first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""Load the policy (the embedded model or any Hugging Face model id / local path), optionally
+wrapped with LoRA, and the reference it is regularized toward."""
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from grpo_lab.models.embedded import embedded_path
+
+
+@dataclass
+class Policy:
+    model: torch.nn.Module
+    """the trained model (a peft model under LoRA)"""
+    tokenizer: object
+    """left-padding tokenizer with pad and EOS tokens"""
+    reference: torch.nn.Module | None
+    """frozen copy of the initial weights; None under LoRA (adapter disabled instead) or when unused"""
+    lora: bool
+
+    @contextlib.contextmanager
+    def as_reference(self) -> Iterator[torch.nn.Module]:
+        """The reference model: the base with the adapter off under LoRA, else the frozen copy."""
+        if self.lora:
+            with self.model.disable_adapter():
+                yield self.model
+        else:
+            if self.reference is None:
+                raise RuntimeError("the reference model was not built: this config does not use it")
+            yield self.reference
+
+
+def resolve_model_path(model: str, task: str, digits: int | None) -> str:
+    """'embedded' -> the cached warm-started model; a local path must exist; anything else is a hub id."""
+    if model == "embedded":
+        return str(embedded_path(task, digits))
+    if model.startswith((".", "/", "~")) and not Path(model).expanduser().exists():
+        raise ValueError(f"model path {model!r} does not exist (give 'embedded', a local path or a hub id)")
+    return str(Path(model).expanduser()) if model.startswith("~") else model
+
+
+def load_policy(
+    model: str,
+    task: str,
+    digits: int | None,
+    device: torch.device,
+    lora: bool = False,
+    lora_r: int = 8,
+    lora_alpha: float = 16.0,
+    need_reference: bool = True,
+) -> Policy:
+    """Everything is loaded through `from_pretrained`, the embedded model included."""
+    hf_logging.disable_progress_bar()
+    path = resolve_model_path(model, task, digits)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"could not load model {model!r} from {path!r}: {err}") from err
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"tokenizer of {model!r} has no EOS token; completions could never end")
+    if tokenizer.pad_token_id is None:
+        raise ValueError(f"tokenizer of {model!r} has no pad token; set one (e.g. tokenizer.pad_token = ...)")
+    tokenizer.padding_side = "left"
+    net.to(device)
+    reference = None
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules="all-linear"))
+    elif need_reference:
+        reference = copy.deepcopy(net).eval().requires_grad_(False)
+    net.train()
+    return Policy(model=net, tokenizer=tokenizer, reference=reference, lora=lora)

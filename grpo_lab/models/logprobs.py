@@ -1,0 +1,30 @@
+"""Per-token log-probs (and entropy) of a completion under a model, in one forward pass."""
+
+import torch
+from torch import Tensor
+
+from grpo_lab.models.sampler import Rollout, positions
+
+
+def completion_logits(model: torch.nn.Module, rollout: Rollout, temperature: float) -> Tensor:
+    """Temperature-scaled logits that predict each completion token: (N, T, V)."""
+    ids, mask = rollout.input_ids(), rollout.attention_mask()  # (N, P+T)
+    t = rollout.completion_ids.shape[1]
+    # the logit at position i predicts token i+1, so the completion is read off [P-1, P+T-1)
+    logits = model(
+        input_ids=ids[:, :-1],
+        attention_mask=mask[:, :-1],
+        position_ids=positions(mask)[:, :-1],
+    ).logits
+    return logits[:, -t:].float() / temperature  # (N, T, V)
+
+
+def token_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:
+    """log p(token) from logits (N, T, V) and tokens (N, T)."""
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)  # (N, T)
+
+
+def token_entropy(logits: Tensor) -> Tensor:
+    """Entropy of each next-token distribution: (N, T)."""
+    logp = torch.log_softmax(logits, dim=-1)  # (N, T, V)
+    return -(logp.exp() * logp).sum(-1)

@@ -1,0 +1,99 @@
+"""Sampling G completions per prompt with a KV cache. The log-probs the sampler saw are kept,
+so the trainer can measure (and correct for) any sampler-trainer mismatch."""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Rollout:
+    prompt_ids: Tensor
+    """(N, P) left-padded prompt tokens, each prompt repeated G times contiguously"""
+    prompt_mask: Tensor
+    """(N, P) 1 on real prompt tokens"""
+    completion_ids: Tensor
+    """(N, T) sampled tokens; pad after EOS"""
+    completion_mask: Tensor
+    """(N, T) float, 1 on every sampled token up to and including EOS"""
+    sampler_logp: Tensor
+    """(N, T) log-prob of each sampled token under the sampler (temperature applied)"""
+    truncated: Tensor
+    """(N,) bool, True when no EOS was sampled within max_completion_length"""
+
+    @property
+    def lengths(self) -> Tensor:
+        return self.completion_mask.sum(-1)  # (N,)
+
+    def input_ids(self) -> Tensor:
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)  # (N, P+T)
+
+    def attention_mask(self) -> Tensor:
+        return torch.cat([self.prompt_mask, self.completion_mask.to(self.prompt_mask.dtype)], dim=1)
+
+    def select(self, rows: Tensor) -> "Rollout":
+        """A sub-rollout of some rows (micro-batching)."""
+        return Rollout(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+
+
+def positions(attention_mask: Tensor) -> Tensor:
+    """Position ids that start at 0 on the first real token of left-padded rows."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, L)
+
+
+@torch.no_grad()
+def sample(
+    model: torch.nn.Module,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    group_size: int,
+    max_new_tokens: int,
+    temperature: float,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator | None = None,
+    greedy: bool = False,
+) -> Rollout:
+    """Sample `group_size` completions for each prompt row; `greedy` takes the argmax instead."""
+    ids = prompt_ids.repeat_interleave(group_size, dim=0)  # (N, P)
+    mask = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P)
+    n = ids.shape[0]
+    pos = positions(mask)  # (N, P)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    cache, logits = out.cache, out.logits[:, -1].float()  # (N, V)
+    tokens, logps, alive = [], [], []
+    finished = torch.zeros(n, dtype=torch.bool, device=ids.device)  # (N,)
+    next_pos = pos[:, -1:] + 1  # (N, 1)
+    for _ in range(max_new_tokens):
+        logp_all = torch.log_softmax(logits / temperature, dim=-1)  # (N, V)
+        if greedy:
+            tok = logp_all.argmax(-1)  # (N,)
+        else:
+            tok = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)  # (N,)
+        alive.append(~finished)  # the EOS token itself is still part of the completion
+        tok = torch.where(finished, torch.full_like(tok, pad_id), tok)
+        tokens.append(tok)
+        logps.append(logp_all.gather(-1, tok[:, None]).squeeze(-1))
+        finished = finished | (tok == eos_id)
+        if bool(finished.all()):
+            break
+        mask = torch.cat([mask, alive[-1].to(mask.dtype)[:, None]], dim=1)  # (N, P+t+1)
+        out = model(
+            input_ids=tok[:, None],
+            attention_mask=mask,
+            position_ids=next_pos,
+            cache=cache,
+            use_cache=True,
+        )
+        cache, logits = out.cache, out.logits[:, -1].float()
+        next_pos = next_pos + 1
+    completion_mask = torch.stack(alive, dim=1).float()  # (N, T)
+    return Rollout(
+        prompt_ids=ids,
+        prompt_mask=prompt_mask.repeat_interleave(group_size, dim=0),
+        completion_ids=torch.stack(tokens, dim=1),  # (N, T)
+        completion_mask=completion_mask,
+        sampler_logp=torch.stack(logps, dim=1) * completion_mask,  # (N, T)
+        truncated=~finished,
+    )

@@ -1,0 +1,263 @@
+"""Policy surrogates: per-token loss (N, T) to minimize, plus detached scalar stats.
+
+r = exp(logp - old_logp), with the log-ratio clamped to +-20 like verl (TRL does not clamp), so extreme
+log-probs stay finite. `logp` carries the gradient, `old_logp` and `adv` are treated as constants.
+Every returned loss is zero on padding.
+
+Stats (over valid tokens; over non-empty sequences for `gspo`):
+- `clip_ratio/low_mean` = mean[(r < low) & A < 0], `clip_ratio/high_mean` = mean[(r > high) & A > 0],
+  `clip_ratio/region_mean` = their sum (TRL), with [low, high] the variant's own clip bounds;
+- `ratio/{mean,std,max,min,p05,p50,p95}` of the ratio the variant uses (population std);
+- `frac_zero_grad`: share of valid tokens whose gradient a clip or a token selection removed, from the
+  analytic clip indicator of each variant (a zero advantage or the +-20 clamp is not counted).
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from grpo_lab.objective.aggregation import masked_mean
+from grpo_lab.registry import Registry
+
+LOG_RATIO_CLAMP = 20.0
+"""Bound on every log importance ratio before exponentiating (verl's value)."""
+
+
+@dataclass(frozen=True)
+class SurrogateParams:
+    """Knobs of the surrogates; each variant reads only its own."""
+
+    eps_low: float = 0.2
+    """Lower clip: r >= 1 - eps_low (PPO/GRPO)."""
+    eps_high: float = 0.2
+    """Upper clip: r <= 1 + eps_high; raise it for DAPO clip-higher (0.28)."""
+    dual_clip_c: float | None = None
+    """Dual-clip bound c > 1: for A < 0 the loss is capped at -c A. None disables it."""
+    cispo_mode: str = "relative"
+    """CISPO weight: "relative" sg(clip(r, 1-eps_low, 1+eps_high)) (verl), "absolute" sg(min(r, cap))."""
+    cispo_cap: float = 5.0
+    """Absolute upper cap on the CISPO weight (TRL/MiniMax-M1; ScaleRL uses 5)."""
+    sapo_tau_pos: float = 1.0
+    """SAPO gate temperature for A > 0."""
+    sapo_tau_neg: float = 1.05
+    """SAPO gate temperature for A <= 0."""
+    gmpo_eps_low: float = 0.4
+    """GMPO clip in log space: log r >= -gmpo_eps_low."""
+    gmpo_eps_high: float = 0.4
+    """GMPO clip in log space: log r <= gmpo_eps_high."""
+    clip_cov_ratio: float = 2e-4
+    """Clip-Cov: fraction of valid tokens whose gradient is detached."""
+    clip_cov_lb: float = 1.0
+    """Clip-Cov: only tokens with centred cov(logp, A) above this are candidates."""
+    clip_cov_ub: float = 5.0
+    """Clip-Cov: only tokens with centred cov(logp, A) below this are candidates."""
+    kl_cov_ratio: float = 2e-4
+    """KL-Cov: fraction of valid tokens, those of largest cov(logp, A), that get the |log r| penalty."""
+    kl_cov_coef: float = 0.1
+    """KL-Cov: weight of the |log r| penalty (verl `ppo_kl_coef`)."""
+
+    def __post_init__(self) -> None:
+        if self.dual_clip_c is not None and self.dual_clip_c <= 1:
+            raise ValueError(f"dual_clip_c must be > 1, got {self.dual_clip_c}")
+        if self.cispo_mode not in ("relative", "absolute"):
+            raise ValueError(f"unknown cispo_mode {self.cispo_mode!r}; valid: relative, absolute")
+
+
+SurrogateOut = tuple[Tensor, dict[str, Tensor]]
+Surrogate = Callable[[Tensor, Tensor, Tensor, Tensor, SurrogateParams], SurrogateOut]
+SURROGATES: Registry[Surrogate] = Registry("surrogate")
+
+
+def log_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:
+    """log(pi / pi_old), clamped to +-LOG_RATIO_CLAMP."""
+    return (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+
+
+def _clip_flags(ratio: Tensor, adv: Tensor, low: float, high: float) -> tuple[Tensor, Tensor]:
+    """Where the lower clip binds (A < 0) and where the upper clip binds (A > 0)."""
+    return (ratio < low) & (adv < 0), (ratio > high) & (adv > 0)
+
+
+def _ppo(ratio: Tensor, adv: Tensor, low: float, high: float, c: float | None) -> tuple[Tensor, ...]:
+    """-min(r A, clip(r) A), capped at -c A for A < 0 when c is set; also (lo, hi, zero_grad) flags."""
+    loss = -torch.min(ratio * adv, ratio.clamp(low, high) * adv)  # (...)
+    lo, hi = _clip_flags(ratio, adv, low, high)
+    zero_grad = lo | hi
+    if c is not None:
+        loss = torch.where(adv < 0, torch.min(loss, -c * adv), loss)
+        zero_grad = zero_grad | ((adv < 0) & (ratio > c))
+    return loss, lo, hi, zero_grad
+
+
+def _stats(
+    ratio: Tensor, lo: Tensor, hi: Tensor, zero_grad: Tensor, valid: Tensor, dist: Tensor | None = None
+) -> dict[str, Tensor]:
+    """The shared stats dict over `valid` entries; `dist` (1-D) replaces ratio[valid] for ratio/*."""
+    n = valid.sum().clamp(min=1).to(ratio.dtype)
+    values = (ratio[valid] if dist is None else dist).detach()
+    if values.numel() == 0:
+        values = torch.ones(1, dtype=ratio.dtype, device=ratio.device)
+    q = torch.quantile(values, values.new_tensor([0.05, 0.5, 0.95]))
+    low, high = (lo & valid).sum() / n, (hi & valid).sum() / n
+    return {
+        "clip_ratio/low_mean": low,
+        "clip_ratio/high_mean": high,
+        "clip_ratio/region_mean": low + high,
+        "ratio/mean": values.mean(),
+        "ratio/std": values.std(correction=0),
+        "ratio/max": values.max(),
+        "ratio/min": values.min(),
+        "ratio/p05": q[0],
+        "ratio/p50": q[1],
+        "ratio/p95": q[2],
+        "frac_zero_grad": (zero_grad & valid).sum() / n,
+    }
+
+
+def _soft_stats(ratio: Tensor, adv: Tensor, mask: Tensor, low: float, high: float) -> dict[str, Tensor]:
+    """Stats of a token-level variant whose bounds [low, high] remove no gradient."""
+    lo, hi = _clip_flags(ratio, adv, low, high)
+    return _stats(ratio, lo, hi, torch.zeros_like(lo), mask > 0)
+
+
+def _centred_cov(adv: Tensor, logp: Tensor, mask: Tensor) -> Tensor:
+    """(A - mean A)(logp - mean logp) per token, means over valid tokens, detached (Cui et al.)."""
+    logp = logp.detach()
+    return (adv - masked_mean(adv, mask)) * (logp - masked_mean(logp, mask))  # (N, T)
+
+
+def _top_cov(cov: Tensor, candidates: Tensor, fraction: float, n_valid: int) -> Tensor:
+    """The max(1, floor(fraction * n_valid)) candidate tokens of largest cov, as a bool mask."""
+    k = min(max(1, int(fraction * n_valid)), cov.numel())
+    idx = torch.where(candidates, cov, -torch.inf).flatten().topk(k).indices  # (k,)
+    chosen = torch.zeros(cov.numel(), dtype=torch.bool, device=cov.device)
+    chosen[idx] = True
+    return chosen.view_as(cov) & candidates
+
+
+@SURROGATES.register("ppo_clip")
+def ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """GRPO/PPO clipped surrogate -min(rA, clip(r, 1-eps_low, 1+eps_high)A) (arXiv:1707.06347);
+    eps_high > eps_low is DAPO clip-higher (arXiv:2503.14476), dual_clip_c adds the dual clip."""
+    ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
+    loss, lo, hi, zero_grad = _ppo(ratio, adv, 1 - p.eps_low, 1 + p.eps_high, p.dual_clip_c)
+    return loss * mask, _stats(ratio, lo, hi, zero_grad, mask > 0)
+
+
+@SURROGATES.register("dual_clip")
+def dual_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """PPO clip plus the dual clip: for A < 0 the loss is capped at -cA, c = dual_clip_c or 3.0
+    (Ye et al., arXiv:1912.09729; verl `clip_ratio_c`, TRL `delta`)."""
+    return ppo_clip(logp, old_logp, adv, mask, replace(p, dual_clip_c=p.dual_clip_c or 3.0))
+
+
+@SURROGATES.register("no_clip")
+def no_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """Unclipped importance-weighted surrogate -rA: PPO without its trust region (arXiv:1707.06347)."""
+    ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
+    return -ratio * adv * mask, _soft_stats(ratio, adv, mask, 1 - p.eps_low, 1 + p.eps_high)
+
+
+@SURROGATES.register("pg")
+def pg(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """Plain REINFORCE -A logp: no ratio, no clip (GPG, arXiv:2504.02546; nanochat's on-policy GRPO)."""
+    ratio = torch.exp(log_ratio(logp, old_logp)).detach()  # (N, T)
+    return -adv * logp * mask, _soft_stats(ratio, adv, mask, 1 - p.eps_low, 1 + p.eps_high)
+
+
+@SURROGATES.register("gspo")
+def gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """GSPO: clip the sequence ratio s = exp(mean_t log r) against the mean advantage; the gradient flows
+    through every token (arXiv:2507.18071). Sequence-level: the per-sequence loss is broadcast over the
+    row's valid tokens, so seq-mean-token-mean gives its mean over sequences; stats are over sequences."""
+    seq_ratio = torch.exp(masked_mean(log_ratio(logp, old_logp), mask, dim=-1))  # (N,)
+    seq_adv = masked_mean(adv, mask, dim=-1)  # (N,)
+    loss, lo, hi, zero_grad = _ppo(seq_ratio, seq_adv, 1 - p.eps_low, 1 + p.eps_high, None)  # (N,)
+    return loss[:, None] * mask, _stats(seq_ratio, lo, hi, zero_grad, mask.sum(-1) > 0)
+
+
+@SURROGATES.register("gspo_token")
+def gspo_token(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """GSPO-token: log s_t = logp - sg(logp) + sg(mean_t log r), clipped token-wise with per-token A; equal
+    to GSPO when A is constant per sequence (arXiv:2507.18071, sec. 4.3)."""
+    seq_log_ratio = masked_mean(log_ratio(logp, old_logp), mask, dim=-1).detach()  # (N,)
+    ratio = torch.exp(logp - logp.detach() + seq_log_ratio[:, None])  # (N, T)
+    loss, lo, hi, zero_grad = _ppo(ratio, adv, 1 - p.eps_low, 1 + p.eps_high, None)
+    return loss * mask, _stats(ratio, lo, hi, zero_grad, mask > 0)
+
+
+@SURROGATES.register("cispo")
+def cispo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """CISPO: -sg(clipped r) A logp, so a clipped token keeps its gradient (MiniMax-M1, arXiv:2506.13585).
+    cispo_mode "relative" clips to [1-eps_low, 1+eps_high] (verl), "absolute" to min(r, cispo_cap) (TRL)."""
+    ratio = torch.exp(log_ratio(logp, old_logp)).detach()  # (N, T)
+    low, high = (1 - p.eps_low, 1 + p.eps_high) if p.cispo_mode == "relative" else (0.0, p.cispo_cap)
+    loss = -ratio.clamp(low, high) * adv * logp  # (N, T)
+    return loss * mask, _soft_stats(ratio, adv, mask, low, high)
+
+
+@SURROGATES.register("sapo")
+def sapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """SAPO: the hard clip becomes a soft gate -sigmoid(tau (r - 1)) 4/tau A, tau = tau_pos if A > 0
+    else tau_neg (arXiv:2511.20347). Nothing is zeroed; clip_ratio/* show where PPO's clip would bind."""
+    ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
+    tau = torch.where(adv > 0, adv.new_tensor(p.sapo_tau_pos), adv.new_tensor(p.sapo_tau_neg))  # (N, T)
+    loss = -torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv  # (N, T)
+    return loss * mask, _soft_stats(ratio, adv, mask, 1 - p.eps_low, 1 + p.eps_high)
+
+
+@SURROGATES.register("gmpo")
+def gmpo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """GMPO: -mean_t(A) * exp(mean_t clipped log r), a geometric instead of arithmetic mean of token
+    ratios, with a sign-aware log-space clip per token (arXiv:2507.20673). Sequence-level: the loss is
+    broadcast over valid tokens; clip stats are per token, ratio/* over sequence geometric means."""
+    delta = log_ratio(logp, old_logp)  # (N, T)
+    sign = torch.sign(adv)  # (N, T)
+    clipped = sign * torch.min(sign * delta, sign * delta.clamp(-p.gmpo_eps_low, p.gmpo_eps_high))  # (N, T)
+    seq_ratio = torch.exp(masked_mean(clipped, mask, dim=-1))  # (N,)
+    loss = -masked_mean(adv, mask, dim=-1) * seq_ratio  # (N,)
+    ratio = torch.exp(delta).detach()  # (N, T)
+    lo, hi = _clip_flags(ratio, adv, math.exp(-p.gmpo_eps_low), math.exp(p.gmpo_eps_high))
+    nonempty = mask.sum(-1) > 0  # (N,)
+    dist = torch.exp(masked_mean(delta, mask, dim=-1))[nonempty]  # (S,) unclipped geometric means
+    return loss[:, None] * mask, _stats(ratio, lo, hi, lo | hi, mask > 0, dist)
+
+
+@SURROGATES.register("clip_cov")
+def clip_cov(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """Clip-Cov: PPO clip, plus the gradient of a few unclipped tokens with cov(logp, A) in (lb, ub) is
+    detached (arXiv:2505.22617). Deterministic: the largest-cov candidates, not verl's random subset."""
+    ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
+    loss, lo, hi, zero_grad = _ppo(ratio, adv, 1 - p.eps_low, 1 + p.eps_high, p.dual_clip_c)
+    cov = _centred_cov(adv, logp, mask)  # (N, T)
+    candidates = (mask > 0) & ~zero_grad & (cov > p.clip_cov_lb) & (cov < p.clip_cov_ub)
+    chosen = _top_cov(cov, candidates, p.clip_cov_ratio, int(mask.sum()))  # (N, T)
+    loss = torch.where(chosen, loss.detach(), loss)
+    return loss * mask, _stats(ratio, lo, hi, zero_grad | chosen, mask > 0)
+
+
+@SURROGATES.register("kl_cov")
+def kl_cov(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
+    """KL-Cov: unclipped -rA, plus kl_cov_coef |log r| on the tokens of largest cov(logp, A)
+    (arXiv:2505.22617)."""
+    ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
+    cov = _centred_cov(adv, logp, mask)  # (N, T)
+    chosen = _top_cov(cov, mask > 0, p.kl_cov_ratio, int(mask.sum()))  # (N, T)
+    loss = -ratio * adv + p.kl_cov_coef * (logp - old_logp).abs() * chosen  # (N, T)
+    return loss * mask, _soft_stats(ratio, adv, mask, 1 - p.eps_low, 1 + p.eps_high)
+
+
+def clipped_surrogate(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+) -> SurrogateOut:
+    """`ppo_clip` with advantages given per sequence (N,) or per token (N, T)."""
+    adv = advantages[:, None].expand_as(logp) if advantages.dim() == 1 else advantages  # (N, T)
+    return ppo_clip(logp, old_logp, adv, mask, SurrogateParams(eps_low=eps_low, eps_high=eps_high))

@@ -1,0 +1,47 @@
+"""Notebook profiles: 'smoke' runs every cell in seconds (CI, nbval); 'full' makes the figures."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_lab.analysis.plots import project_root
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    seeds: tuple[int, ...]
+    """seeds per configuration"""
+    steps: int
+    """training steps per run"""
+    eval_every: int
+    """steps between validation passes"""
+    val_size: int
+    """validation prompts"""
+
+    def runs_dir(self, notebook: str) -> Path:
+        """Where a notebook's runs are stored (kept apart per profile so smoke never shadows full)."""
+        return project_root() / "runs" / self.name / notebook
+
+    def figure_name(self, name: str) -> str:
+        """Smoke figures get a suffix so they never overwrite the full-profile ones."""
+        return name if self.name == "full" else f"{name}_{self.name}"
+
+
+PROFILES = {
+    "smoke": Profile("smoke", seeds=(0, 1), steps=4, eval_every=2, val_size=32),
+    "full": Profile("full", seeds=(0, 1, 2), steps=200, eval_every=20, val_size=200),
+}
+
+
+def profile(name: str, seeds: list[int] | None = None, steps: int | None = None) -> Profile:
+    """A profile by name, with the notebook's own seeds or steps when it sets them."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
+    base = PROFILES[name]
+    return Profile(
+        base.name,
+        tuple(seeds) if seeds is not None else base.seeds,
+        steps if steps is not None else base.steps,
+        base.eval_every,
+        base.val_size,
+    )

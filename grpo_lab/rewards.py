@@ -1,0 +1,53 @@
+"""Scoring completions with reward functions in TRL's convention: each function is called as
+`fn(prompts, completions, **columns)` and returns one float (or None) per completion; several
+functions combine as a weighted sum that skips None, and a row no function scored is NaN."""
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from grpo_lab.tasks.base import RewardFn
+
+
+def _check_output(name: str, out: object, n: int) -> list[float]:
+    if not isinstance(out, (list, tuple)) or len(out) != n:
+        got = f"{len(out)} values" if isinstance(out, (list, tuple)) else type(out).__name__
+        raise ValueError(f"reward function {name!r} must return a list of {n} floats or None, got {got}")
+    values = []
+    for i, v in enumerate(out):
+        if v is None:
+            values.append(math.nan)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            values.append(float(v))
+        else:
+            raise ValueError(
+                f"reward function {name!r} returned {v!r} at index {i}; expected a finite number or None"
+            )
+    return values
+
+
+def score(
+    funcs: Sequence[tuple[str, RewardFn]],
+    weights: Sequence[float],
+    prompts: list[str],
+    completions: list[str],
+    **columns: list,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Weighted sum of reward functions: rewards (N,) and each function's raw values (N,)."""
+    per_func = {}
+    for name, fn in funcs:
+        try:
+            out = fn(prompts, completions, **columns)
+        except Exception as err:
+            raise RuntimeError(
+                f"reward function {name!r} raised {type(err).__name__}: {err} "
+                f"(first prompt {prompts[0]!r}, completion {completions[0]!r})"
+            ) from err
+        per_func[name] = torch.tensor(_check_output(name, out, len(completions)), dtype=torch.float32)
+    stacked = torch.stack(list(per_func.values()), dim=1)  # (N, F)
+    w = torch.tensor(list(weights), dtype=torch.float32)  # (F,)
+    rewards = (stacked * w).nansum(dim=1)  # (N,)
+    rewards[stacked.isnan().all(dim=1)] = math.nan
+    return rewards, per_func

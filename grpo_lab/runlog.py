@@ -1,0 +1,133 @@
+"""Writing and reading a run directory:
+- `config.json`: the full resolved config plus the environment (versions, device, git commit)
+- `metrics.jsonl`: one JSON object per step, flushed every step (a crash loses at most one step)
+- `samples.jsonl`: a few completions with their rewards every K steps
+- `summary.json`: written last, atomically; its presence marks a finished run
+The readers know nothing of the trainer, so they work on runs made anywhere."""
+
+import json
+import math
+import os
+import platform
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+CONFIG, METRICS, SAMPLES, SUMMARY = "config.json", "metrics.jsonl", "samples.jsonl", "summary.json"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write to a temporary file then rename, so readers never see half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: non-finite floats are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def environment(device: str) -> dict[str, Any]:
+    """Package versions, device and grpo_lab's git commit, for config.json."""
+    import torch
+    import transformers
+
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=5,
+        )
+        commit = found.stdout.strip() if found.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device,
+        "git_commit": commit or None,
+        "platform": platform.platform(),
+    }
+
+
+class RunWriter:
+    """Appends a run's records as training goes."""
+
+    def __init__(self, out: str | Path, config: dict[str, Any], env: dict[str, Any]) -> None:
+        self.dir = Path(out)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if (self.dir / METRICS).exists() and (self.dir / METRICS).stat().st_size:
+                raise FileExistsError(f"run directory {self.dir} already holds metrics; choose a new --out")
+            write_json_atomic(self.dir / CONFIG, {"config": config, "environment": env})
+            self._metrics = open(self.dir / METRICS, "w")
+            self._samples = open(self.dir / SAMPLES, "w")
+        except PermissionError as err:
+            raise PermissionError(f"run directory {self.dir} is not writable: {err}") from err
+
+    def log(self, row: dict[str, Any]) -> None:
+        self._metrics.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+        self._metrics.flush()
+
+    def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            self._samples.write(json.dumps({"step": step, **row}) + "\n")
+        self._samples.flush()
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self._metrics.close()
+        self._samples.close()
+        write_json_atomic(self.dir / SUMMARY, {k: _clean(v) for k, v in summary.items()})
+
+    def close(self) -> None:
+        self._metrics.close()
+        self._samples.close()
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Records of a JSONL file; a torn last line (a crash mid-write) is reported and skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                warnings.warn(
+                    f"{path}: skipped a torn last line (the run was interrupted mid-write)", stacklevel=2
+                )
+            else:
+                raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+    return rows
+
+
+def read_metrics(run_dir: str | Path) -> pd.DataFrame:
+    """The per-step metrics of a run as a DataFrame (one row per step)."""
+    return pd.DataFrame(read_jsonl(Path(run_dir) / METRICS))
+
+
+def read_config(run_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(run_dir) / CONFIG).read_text())["config"]
+
+
+def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / SUMMARY
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def is_finished(run_dir: str | Path) -> bool:
+    return (Path(run_dir) / SUMMARY).exists()

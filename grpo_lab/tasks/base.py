@@ -1,0 +1,61 @@
+"""What every task provides: seeded prompt streams with a held-out validation split, reference
+solutions for the warm start, and reward functions with TRL's signature
+`fn(prompts, completions, **kwargs) -> list[float | None]` (kwargs carry the dataset columns)."""
+
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+RewardFn = Callable[..., list[float | None]]
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: str
+    answer: str
+    """the ground truth the reward functions see as the `answer` column"""
+    solution: str
+    """a reference completion (without EOS) used by the supervised warm start"""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    problems: tuple[Example, ...]
+    """every problem of the task, in a fixed order; split into train and validation by hash"""
+    rewards: dict[str, RewardFn]
+    """named reward functions (TRL signature); the config picks some and weighs them"""
+    is_correct: Callable[[str, str], bool]
+    """(completion, answer) -> exact correctness, for val/accuracy"""
+    default_rewards: tuple[str, ...]
+    token_credit: Callable[[str, str], list[float]] | None = None
+    """(completion, answer) -> a credit per completion character (scheme B token rewards), if any"""
+    val_fraction: float = 0.1
+    train: tuple[Example, ...] = field(init=False)
+    val: tuple[Example, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # a stable hash of the prompt decides the split, so it never depends on the seed
+        buckets = int(1 / self.val_fraction)
+        is_val = [zlib.crc32(ex.prompt.encode()) % buckets == 0 for ex in self.problems]
+        object.__setattr__(self, "train", tuple(ex for ex, v in zip(self.problems, is_val) if not v))
+        object.__setattr__(self, "val", tuple(ex for ex, v in zip(self.problems, is_val) if v))
+        if not self.train or not self.val:
+            raise ValueError(f"task {self.name!r} has an empty train or validation split")
+
+    def batch(self, seed: int, step: int, size: int) -> list[Example]:
+        """The prompts of one training step: depends only on (seed, step), never on the scheme."""
+        rng = random.Random(f"{self.name}/{seed}/{step}")
+        return rng.sample(self.train, size) if size <= len(self.train) else rng.choices(self.train, k=size)
+
+    def validation(self, size: int) -> list[Example]:
+        """A fixed validation subset (the same for every seed and scheme)."""
+        return list(self.val[:size])
+
+
+def parse_int(text: str) -> int | None:
+    """Read a plain (optionally negative) integer; anything else is None. Never evaluates text."""
+    text = text.strip()
+    body = text[1:] if text.startswith("-") else text
+    return int(text) if body.isascii() and body.isdigit() and len(body) <= 12 else None

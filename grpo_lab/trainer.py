@@ -1,0 +1,281 @@
+"""The GRPO training loop, top to bottom like the algorithm:
+sample -> score -> fixed log-probs (old, reference) -> advantages -> update (micro-batched) -> log.
+Every variant enters through `Objective`, composed once from the config."""
+
+import contextlib
+import functools
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from grpo_lab.compose import Objective
+from grpo_lab.config import Config
+from grpo_lab.evaluation import decode, encode_prompts, evaluate
+from grpo_lab.models.loading import Policy, load_policy
+from grpo_lab.models.logprobs import completion_logits, token_entropy, token_logprobs
+from grpo_lab.models.sampler import Rollout, sample
+from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
+from grpo_lab.rewards import score
+from grpo_lab.runlog import RunWriter, environment
+from grpo_lab.tasks import Task, make_task
+
+EXACT_KL_MAX_VOCAB = 4096
+"""the exact per-token KL sums over the vocabulary: logged only for vocabularies up to this size"""
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no CUDA device; use 'auto' or 'cpu'")
+    return torch.device(name)
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA; full precision on CPU."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def micro_batches(n: int, size: int) -> list[Tensor]:
+    size = size or n
+    return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+@torch.no_grad()
+def fixed_logprobs(
+    model: torch.nn.Module, rollout: Rollout, chunks: list[Tensor], temperature: float, keep_logits: bool
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probs (N, T) that stay fixed during the updates (old policy, reference), and optionally
+    their log-softmax (N, T, V) for the exact KL."""
+    logps, logsm = [], []
+    for rows in chunks:
+        logits = completion_logits(model, rollout.select(rows), temperature)  # (n, T, V)
+        logps.append(token_logprobs(logits, rollout.completion_ids[rows]))
+        if keep_logits:
+            logsm.append(torch.log_softmax(logits, dim=-1))
+    return torch.cat(logps), (torch.cat(logsm) if keep_logits else None)
+
+
+def token_credit(
+    task: Task, completions: list[str], answers: list[str], t: int, policy: Policy
+) -> Tensor | None:
+    """The task's per-character credit as per-token rewards (N, T); character tokenizers only."""
+    if task.token_credit is None:
+        return None
+    if len(policy.tokenizer) > 256:
+        raise ValueError("token-level task credit needs the embedded character tokenizer")
+    rows = [(task.token_credit(c, a) + [0.0] * t)[:t] for c, a in zip(completions, answers)]
+    return torch.tensor(rows)
+
+
+def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
+    """TRL's reward metrics: `reward`, `reward_std` (mean within-group std), `frac_reward_zero_std`."""
+    g = rewards.nan_to_num(0.0).view(-1, group_size)  # (B, G)
+    std = g.std(dim=1) if group_size > 1 else torch.zeros(g.shape[0])  # (B,)
+    return {
+        "reward": float(rewards.nanmean()),
+        "reward_std": float(std.mean()),
+        "frac_reward_zero_std": float(torch.isclose(std, torch.zeros_like(std)).float().mean()),
+    }
+
+
+def train(config: Config, out: str | Path | None = None) -> pd.DataFrame:
+    """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
+    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json)."""
+    c = config
+    if c.torch_threads:
+        torch.set_num_threads(c.torch_threads)
+    torch.manual_seed(c.seed)
+    device = pick_device(c.device)
+    task = make_task(c.task, c.task_digits or None)
+    objective = Objective(c)
+    reward_names = c.rewards or task.default_rewards
+    missing = [n for n in reward_names if n not in task.rewards]
+    if missing:
+        raise ValueError(f"task {c.task!r} has no reward {missing}; valid: {', '.join(task.rewards)}")
+    reward_funcs = [(n, task.rewards[n]) for n in reward_names]
+    reward_weights = c.reward_weights or (1.0,) * len(reward_names)
+    if c.token_adv_mix > 0 and task.token_credit is None and not objective.kl_in_reward:
+        raise ValueError(
+            "token_adv_mix > 0 needs token-level rewards: "
+            "task 'arith' (per-digit credit) or kl_placement='reward'"
+        )
+    policy = load_policy(
+        c.model, c.task, c.task_digits or None, device, c.lora, c.lora_r, c.lora_alpha, c.uses_reference
+    )
+    model, tok = policy.model, policy.tokenizer
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=c.learning_rate, weight_decay=c.weight_decay)
+    generator = torch.Generator(device).manual_seed(c.seed)
+    writer = RunWriter(out, c.to_dict(), environment(str(device))) if out is not None else None
+    val_set = task.validation(c.val_size)
+    validate = functools.partial(
+        evaluate, model, tok, task, val_set, c.max_completion_length, reward_names, reward_weights
+    )
+    exact = len(tok) <= EXACT_KL_MAX_VOCAB
+    rows: list[dict] = []
+    bar = tqdm(range(c.steps), desc=f"{c.preset} seed {c.seed}", disable=not c.progress, leave=False)
+    for step in bar:
+        row: dict = {"step": step}
+        if step % c.eval_every == 0:
+            with autocast(device):
+                row.update(validate())
+        t_step = time.perf_counter()  # validation is not part of the step's cost
+
+        # 1. sample G completions for each prompt of this step (order depends only on the seed)
+        examples = task.batch(c.seed, step, c.prompts_per_step)
+        prompt_ids, prompt_mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
+        model.eval()
+        with autocast(device):
+            rollout = sample(model, prompt_ids, prompt_mask, c.group_size, c.max_completion_length,
+                             c.temperature, tok.eos_token_id, tok.pad_token_id, generator)  # fmt: skip
+        model.train()
+        mask = rollout.completion_mask  # (N, T)
+        lengths = rollout.lengths  # (N,)
+        t_sample = time.perf_counter()
+
+        # 2. score with the reward functions (TRL signature), prompts repeated per completion
+        prompts = [ex.prompt for ex in examples for _ in range(c.group_size)]
+        answers = [ex.answer for ex in examples for _ in range(c.group_size)]
+        completions = decode(tok, rollout.completion_ids, mask)
+        rewards, per_func = score(reward_funcs, reward_weights, prompts, completions, answer=answers)  # (N,)
+
+        # 3. log-probs that stay fixed during the updates: old policy (only when it can differ from
+        #    the current one or is needed now) and reference (only when the KL uses it)
+        chunks = micro_batches(len(rollout.truncated), c.micro_batch_size)
+        old_logp = ref_logp = ref_logsm = None
+        with autocast(device):
+            if objective.needs_old_logp:
+                old_logp, _ = fixed_logprobs(
+                    model, rollout, chunks, c.temperature, keep_logits=False
+                )  # (N, T)
+            if c.uses_reference:
+                with policy.as_reference() as ref:
+                    ref_logp, ref_logsm = fixed_logprobs(
+                        ref, rollout, chunks, c.temperature, keep_logits=exact
+                    )
+
+        # 4. advantages (KL may be folded into the reward first), sequence weights, IS correction
+        kl_reward = (
+            objective.reward_kl(old_logp, ref_logp, mask) if objective.kl_in_reward else None
+        )  # (N, T)
+        credit = (
+            token_credit(task, completions, answers, mask.shape[1], policy) if c.token_adv_mix > 0 else None
+        )
+        adv = objective.advantages(rewards, lengths, mask, kl_reward, credit)  # (N, T)
+        seq_w = objective.sequence_weights(lengths, rewards)  # (N,)
+        is_w, is_stats = (
+            objective.correction(old_logp, rollout.sampler_logp, mask)
+            if old_logp is not None
+            else (torch.ones_like(mask), {})
+        )  # (N, T)
+
+        # 5. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
+        #    the normalizers are those of the whole batch, so the gradient does not depend on chunking
+        totals = BatchTotals.of(mask, c.max_completion_length)
+        losses, grad_norms = [], []
+        for _ in range(c.num_iterations):
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum = 0.0
+            logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
+            entropy_full = torch.zeros_like(mask)
+            exact_full = torch.zeros_like(mask) if ref_logsm is not None else None
+            for rows_ in chunks:
+                with autocast(device):
+                    logits = completion_logits(model, rollout.select(rows_), c.temperature)  # (n, T, V)
+                logp = token_logprobs(logits, rollout.completion_ids[rows_])  # (n, T)
+                old = old_logp[rows_] if old_logp is not None else logp.detach()
+                ref = ref_logp[rows_] if ref_logp is not None else None
+                loss = objective.loss(
+                    logp, old, ref, adv[rows_], mask[rows_], seq_w[rows_], is_w[rows_], totals
+                )
+                loss.backward()
+                loss_sum += loss.item()
+                logp_full[rows_] = logp.detach()
+                entropy_full[rows_] = token_entropy(logits.detach())
+                if exact_full is not None:
+                    exact_full[rows_] = exact_kl(logits.detach(), ref_logsm[rows_])
+            norm = torch.nn.utils.clip_grad_norm_(
+                params, c.max_grad_norm if c.max_grad_norm > 0 else math.inf
+            )
+            if not (math.isfinite(loss_sum) and torch.isfinite(norm)):
+                raise FloatingPointError(
+                    f"non-finite {'loss' if not math.isfinite(loss_sum) else 'gradient norm'} at step {step}"
+                )
+            optimizer.step()
+            losses.append(loss_sum)
+            grad_norms.append(float(norm))
+        t_train = time.perf_counter()
+
+        # 6. log: TRL's names where TRL has one, namespaces otherwise
+        old_for_stats = old_logp if old_logp is not None else logp_full
+        row.update(group_stats(rewards, c.group_size))
+        row.update(objective.stats(logp_full, old_for_stats, ref_logp, adv, mask))
+        for name, values in per_func.items():
+            row[f"rewards/{name}/mean"] = float(values.nanmean())
+            row[f"rewards/{name}/std"] = (
+                float(values[~values.isnan()].std()) if (~values.isnan()).sum() > 1 else 0.0
+            )
+        if exact_full is not None:
+            row["kl/exact"] = float(masked_mean(exact_full, mask))
+        row.update({k: float(v) for k, v in is_stats.items()})
+        terminated = lengths[~rollout.truncated]
+        row.update({
+            "entropy": float(masked_mean(entropy_full, mask)),
+            "completions/mean_length": float(lengths.mean()),
+            "completions/min_length": float(lengths.min()),
+            "completions/max_length": float(lengths.max()),
+            "completions/clipped_ratio": float(rollout.truncated.float().mean()),
+            "completions/mean_terminated_length": float(terminated.mean()) if len(terminated) else 0.0,
+            "advantages/mean": float(masked_mean(adv, mask)),
+            "advantages/abs_mean": float(masked_mean(adv.abs(), mask)),
+            "loss": sum(losses) / len(losses),
+            "grad_norm": sum(grad_norms) / len(grad_norms),
+            "learning_rate": optimizer.param_groups[0]["lr"],
+            "time/sample_s": t_sample - t_step,
+            "time/train_s": t_train - t_sample,
+            "time/step_s": time.perf_counter() - t_step,
+        })  # fmt: skip
+        rows.append(row)
+        if writer is not None:
+            writer.log(row)
+            if step % c.samples_every == 0:
+                shown = zip(prompts, completions, rewards.tolist(), rollout.truncated.tolist())
+                writer.samples(step, [
+                    {"prompt": p, "completion": s, "reward": r, "truncated": t}
+                    for p, s, r, t in list(shown)[: c.samples_per_log]
+                ])  # fmt: skip
+        bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
+
+    with autocast(device):
+        final = {"step": c.steps, **validate()}
+    rows.append(final)
+    metrics = pd.DataFrame(rows)
+    if writer is not None:
+        writer.log(final)
+        writer.finish(summarize(metrics, model))
+    return metrics
+
+
+def summarize(metrics: pd.DataFrame, model: torch.nn.Module) -> dict:
+    """Start and end of the validation curve, speed and size: the run's summary.json."""
+    val = metrics.dropna(subset=["val/accuracy"])
+    train_rows = metrics.dropna(subset=["reward"])
+    return {
+        "steps": int(train_rows["step"].max() + 1) if len(train_rows) else 0,
+        "val/accuracy_start": float(val["val/accuracy"].iloc[0]),
+        "val/accuracy_end": float(val["val/accuracy"].iloc[-1]),
+        "val/reward_start": float(val["val/reward"].iloc[0]),
+        "val/reward_end": float(val["val/reward"].iloc[-1]),
+        "reward_mean": float(train_rows["reward"].mean()),
+        "time/step_s_mean": float(train_rows["time/step_s"].mean()),
+        "params": sum(p.numel() for p in model.parameters()),
+        "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+    }

@@ -1,0 +1,40 @@
+"""Shared fixtures: a tiny random Llama saved like a user's model, and the embedded model."""
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from grpo_lab.models.tokenizer import build_char_tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory) -> str:
+    """A random ~60k-parameter Llama with the character tokenizer, saved with save_pretrained:
+    loaded through the same from_pretrained path as any user model (fast: no warm start)."""
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tok = build_char_tokenizer()
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def embedded_arith_path() -> str:
+    """The warm-started embedded model for `arith` (built once, then cached on disk)."""
+    from grpo_lab.models.embedded import embedded_path
+
+    return str(embedded_path("arith"))

@@ -1,0 +1,147 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_lab.cli import main
+from grpo_lab.config import Config
+from grpo_lab.presets import PRESETS
+
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_model_path, tmp_path_factory):
+    """One short training run through the CLI on the tiny model (one thread: fastest for it)."""
+    out = tmp_path_factory.mktemp("cli") / "run"
+    threads = torch.get_num_threads()
+    try:
+        code = main(
+            [
+                "train",
+                "--preset",
+                "grpo",
+                "--steps",
+                str(STEPS),
+                "--seed",
+                "0",
+                "--out",
+                str(out),
+                "--set",
+                f"model={tiny_model_path}",
+                "--set",
+                "val_size=8",
+                "--set",
+                "eval_every=1",
+                "--set",
+                "progress=false",
+                "--set",
+                "prompts_per_step=2",
+                "--set",
+                "group_size=4",
+                "--set",
+                "max_completion_length=8",
+                "--set",
+                "samples_every=1",
+                "--set",
+                "torch_threads=1",
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0
+    return out
+
+
+def test_presets_lists_every_preset(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == len(PRESETS)
+    for name, entry in PRESETS.items():
+        assert any(line.startswith(name) and entry.doc in line for line in lines)
+
+
+def test_presets_diff_grpo(capsys):
+    assert main(["presets", "--diff", "grpo"]) == 0
+    assert capsys.readouterr().out.strip() == "grpo: identical to grpo"
+
+
+def test_presets_diff_unknown(capsys):
+    assert main(["presets", "--diff", "nope"]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+
+
+def test_train_writes_a_run_directory(run_dir, tiny_model_path, capsys):
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.json",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "summary.json",
+    ]
+    record = json.loads((run_dir / "config.json").read_text())
+    assert set(record) == {"config", "environment"}
+    config = Config.from_dict(record["config"])
+    assert (config.steps, config.seed, config.model, config.val_size) == (STEPS, 0, tiny_model_path, 8)
+    assert config.preset == "grpo" and config.progress is False
+    env = record["environment"]
+    assert env["torch"] == torch.__version__
+    assert "git_commit" in env and env["device"] == "cpu"
+
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == STEPS + 1
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for r in rows[:STEPS]:
+        assert 0.0 <= r["val/accuracy"] <= 1.0
+        assert "reward" in r and "loss" in r and "kl" in r
+        assert r["completions/max_length"] <= 8
+    assert set(rows[-1]) == {"step", "val/accuracy", "val/reward"}
+
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert samples and {s["step"] for s in samples} == {0, 1}
+    assert {"prompt", "completion", "reward", "truncated"} <= set(samples[0])
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == STEPS
+    assert summary["val/accuracy_end"] == rows[-1]["val/accuracy"]
+    assert summary["params"] > 0
+
+
+def test_train_refuses_an_existing_run(run_dir, tiny_model_path, capsys):
+    code = main(["train", "--steps", "1", "--out", str(run_dir), "--set", f"model={tiny_model_path}"])
+    assert code == 2
+    assert "already holds metrics" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("nonsense=1", "unknown config field 'nonsense'"),
+        ("steps", "key=value"),
+        ("temperature=0", "temperature must be > 0"),
+        ("advantage=bogus", "unknown advantage 'bogus'"),
+    ],
+)
+def test_bad_override_exits_2(override, fragment, tmp_path, capsys):
+    code = main(["train", "--steps", "1", "--out", str(tmp_path / "r"), "--set", override])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("grpo-lab: error:") and fragment in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_unknown_preset_exits_2(tmp_path, capsys):
+    assert main(["train", "--preset", "nope", "--out", str(tmp_path / "r")]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+
+
+def test_console_script():
+    exe = Path(sys.executable).parent / "grpo-lab"
+    assert exe.exists()
+    done = subprocess.run([str(exe), "presets"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("grpo ")
+    assert len(done.stdout.splitlines()) == len(PRESETS)

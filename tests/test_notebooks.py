@@ -1,0 +1,48 @@
+"""Every notebook executes headlessly: under papermill with the smoke profile, and under nbval."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_papermill_smoke(notebook, tmp_path):
+    import papermill
+
+    out = tmp_path / notebook.name
+    papermill.execute_notebook(
+        str(notebook), str(out), parameters={"profile": "smoke"}, cwd=str(ROOT), progress_bar=False
+    )
+    cells = json.loads(out.read_text())["cells"]
+    assert any(c.get("metadata", {}).get("tags") == ["injected-parameters"] for c in cells)
+    errors = [
+        o
+        for c in cells
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if o["output_type"] == "error"
+    ]
+    assert not errors
+
+
+@pytest.mark.slow
+def test_nbval_lax():
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", *map(str, NOTEBOOKS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

@@ -1,0 +1,147 @@
+import json
+import math
+
+import pytest
+
+from grpo_lab.runlog import (
+    CONFIG,
+    METRICS,
+    SAMPLES,
+    SUMMARY,
+    RunWriter,
+    environment,
+    is_finished,
+    read_config,
+    read_jsonl,
+    read_metrics,
+    read_summary,
+    write_json_atomic,
+)
+
+ENV = {"torch": "x", "git_commit": None}
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_writer_flushes_each_line_before_finish(tmp_path):
+    out = tmp_path / "run"
+    w = RunWriter(out, {"seed": 1}, ENV)
+    assert json.loads((out / CONFIG).read_text()) == {"config": {"seed": 1}, "environment": ENV}
+    assert read_config(out) == {"seed": 1}
+    w.log({"step": 0, "reward": 0.5})
+    assert lines(out / METRICS) == [{"step": 0, "reward": 0.5}]
+    w.log({"step": 1, "reward": 0.25})
+    assert [r["step"] for r in read_jsonl(out / METRICS)] == [0, 1]
+    w.samples(0, [{"prompt": "1+1=", "completion": "2"}, {"prompt": "2+2=", "completion": "5"}])
+    assert lines(out / SAMPLES) == [
+        {"step": 0, "prompt": "1+1=", "completion": "2"},
+        {"step": 0, "prompt": "2+2=", "completion": "5"},
+    ]
+    assert not is_finished(out) and read_summary(out) is None
+    w.finish({"steps": 2, "val/accuracy_end": 0.5})
+    assert is_finished(out)
+    assert read_summary(out) == {"steps": 2, "val/accuracy_end": 0.5}
+    assert list(read_metrics(out)["reward"]) == [0.5, 0.25]
+    assert not list(out.glob("*.tmp"))  # atomic write leaves no temporary behind
+
+
+def test_non_finite_values_become_null(tmp_path):
+    w = RunWriter(tmp_path, {}, ENV)
+    w.log({"step": 0, "a": math.nan, "b": math.inf, "c": -math.inf, "d": 1.5})
+    w.finish({"x": math.nan, "y": 2.0})
+    text = (tmp_path / METRICS).read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert lines(tmp_path / METRICS) == [{"step": 0, "a": None, "b": None, "c": None, "d": 1.5}]
+    assert json.loads((tmp_path / SUMMARY).read_text(), parse_constant=pytest.fail) == {"x": None, "y": 2.0}
+
+
+def test_second_writer_refuses_a_dir_with_metrics(tmp_path):
+    w = RunWriter(tmp_path, {"seed": 0}, ENV)
+    w.log({"step": 0})
+    w.close()
+    with pytest.raises(FileExistsError, match="already holds metrics"):
+        RunWriter(tmp_path, {"seed": 1}, ENV)
+    assert read_config(tmp_path) == {"seed": 0}  # the first run's config is untouched
+    assert lines(tmp_path / METRICS) == [{"step": 0}]
+
+
+def test_writer_into_an_empty_run_dir_is_fine(tmp_path):
+    RunWriter(tmp_path, {}, ENV).close()  # created but nothing logged
+    w = RunWriter(tmp_path, {"seed": 2}, ENV)
+    w.log({"step": 0})
+    w.close()
+    assert read_config(tmp_path) == {"seed": 2}
+
+
+def test_write_json_atomic_replaces(tmp_path):
+    path = tmp_path / "x.json"
+    write_json_atomic(path, {"a": 1})
+    write_json_atomic(path, {"b": 2})
+    assert json.loads(path.read_text()) == {"b": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_read_jsonl_skips_torn_last_line_with_warning(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 0}\n{"step": 1}\n{"step": 2, "rew')
+    with pytest.warns(UserWarning, match="torn last line"):
+        rows = read_jsonl(path)
+    assert rows == [{"step": 0}, {"step": 1}]
+
+
+def test_read_jsonl_raises_on_corrupt_middle_line(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 0}\n{"step": \n{"step": 2}\n')
+    with pytest.raises(ValueError, match="line 2 is not valid JSON"):
+        read_jsonl(path)
+
+
+def test_read_jsonl_blank_lines_and_missing_file(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 0}\n\n{"step": 1}\n')
+    assert read_jsonl(path) == [{"step": 0}, {"step": 1}]
+    assert read_jsonl(tmp_path / "absent.jsonl") == []
+
+
+def test_is_finished_only_with_summary(tmp_path):
+    assert not is_finished(tmp_path)
+    (tmp_path / METRICS).write_text('{"step": 0}\n')
+    assert not is_finished(tmp_path)
+    write_json_atomic(tmp_path / SUMMARY, {"steps": 1})
+    assert is_finished(tmp_path)
+
+
+def test_environment_records_versions():
+    import torch
+    import transformers
+
+    env = environment("cpu")
+    assert env["torch"] == torch.__version__
+    assert env["transformers"] == transformers.__version__
+    assert env["device"] == "cpu"
+    assert "git_commit" in env and "python" in env
+
+
+def test_environment_git_commit_is_none_when_git_fails(monkeypatch):
+    import subprocess
+
+    def no_commits(cmd, **kwargs):  # what `git rev-parse HEAD` does in a repo without commits
+        return subprocess.CompletedProcess(
+            cmd, 128, stdout="HEAD\n", stderr="fatal: ambiguous argument 'HEAD'"
+        )
+
+    monkeypatch.setattr("grpo_lab.runlog.subprocess.run", no_commits)
+    assert environment("cpu")["git_commit"] is None
+
+
+def test_environment_git_commit_from_git(monkeypatch):
+    import subprocess
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setattr(
+        "grpo_lab.runlog.subprocess.run",
+        lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout=sha + "\n"),
+    )
+    assert environment("cpu")["git_commit"] == sha
