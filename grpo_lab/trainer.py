@@ -171,11 +171,9 @@ def train(config: Config, out: str | Path | None = None) -> pd.DataFrame:
         )
         adv = objective.advantages(rewards, lengths, mask, kl_reward, credit)  # (N, T)
         seq_w = objective.sequence_weights(lengths, rewards)  # (N,)
-        is_w, is_stats = (
-            objective.correction(old_logp, rollout.sampler_logp, mask)
-            if old_logp is not None
-            else (torch.ones_like(mask), {})
-        )  # (N, T)
+        is_w, is_stats = torch.ones_like(mask), {}  # (N, T)
+        if old_logp is not None:
+            is_w, is_stats = objective.correction(old_logp, rollout.sampler_logp, mask)
 
         # 5. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
         #    the normalizers are those of the whole batch, so the gradient does not depend on chunking
@@ -213,6 +211,8 @@ def train(config: Config, out: str | Path | None = None) -> pd.DataFrame:
             losses.append(loss_sum)
             grad_norms.append(float(norm))
         t_train = time.perf_counter()
+        if old_logp is None:  # one on-policy update: the policy just evaluated is the sampler's trainer twin
+            _, is_stats = objective.correction(logp_full, rollout.sampler_logp, mask)
 
         # 6. log: TRL's names where TRL has one, namespaces otherwise
         old_for_stats = old_logp if old_logp is not None else logp_full
