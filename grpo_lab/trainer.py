@@ -6,7 +6,9 @@ import contextlib
 import functools
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 import torch
@@ -23,6 +25,15 @@ from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.rewards import score
 from grpo_lab.runlog import RunWriter, environment
 from grpo_lab.tasks import Task, make_task
+
+
+class Callback(Protocol):
+    """Receives the run log live: every row as it is logged, then the summary."""
+
+    def on_step(self, step: int, row: dict) -> None: ...
+
+    def on_end(self, summary: dict) -> None: ...
+
 
 EXACT_KL_MAX_VOCAB = 4096
 """the exact per-token KL sums over the vocabulary: logged only for vocabularies up to this size"""
@@ -86,9 +97,10 @@ def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
     }
 
 
-def train(config: Config, out: str | Path | None = None) -> pd.DataFrame:
+def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = ()) -> pd.DataFrame:
     """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
-    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json)."""
+    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json).
+    Each callback's `on_step(step, row)` sees every logged row as it is written (live tracking)."""
     c = config
     if c.torch_threads:
         torch.set_num_threads(c.torch_threads)
@@ -244,6 +256,8 @@ def train(config: Config, out: str | Path | None = None) -> pd.DataFrame:
             "time/step_s": time.perf_counter() - t_step,
         })  # fmt: skip
         rows.append(row)
+        for callback in callbacks:
+            callback.on_step(step, row)
         if writer is not None:
             writer.log(row)
             if step % c.samples_every == 0:
@@ -258,9 +272,13 @@ def train(config: Config, out: str | Path | None = None) -> pd.DataFrame:
         final = {"step": c.steps, **validate()}
     rows.append(final)
     metrics = pd.DataFrame(rows)
+    summary = summarize(metrics, model)
+    for callback in callbacks:
+        callback.on_step(c.steps, final)
+        callback.on_end(summary)
     if writer is not None:
         writer.log(final)
-        writer.finish(summarize(metrics, model))
+        writer.finish(summary)
     return metrics
 
 
