@@ -8,6 +8,32 @@ from torch import Tensor
 
 from grpo_lab import objective as obj
 from grpo_lab.config import Config
+from grpo_lab.tricks import KL_TOKEN_WEIGHTS, batch_normalize, clip_advantages, top_entropy_mask
+
+
+@dataclass
+class StepTensors:
+    """The per-step tensors that stay fixed during the updates; `select` cuts a micro-batch."""
+
+    adv: Tensor
+    """(N, T) advantages"""
+    mask: Tensor
+    """(N, T) tokens in the loss (truncated completions removed when asked)"""
+    seq_weights: Tensor
+    """(N,) scheme B loss coefficients"""
+    is_weights: Tensor
+    """(N, T) sampler-vs-trainer importance weights"""
+    old_logp: Tensor | None
+    """(N, T) old policy, when it needed its own pass; else the detached current log-probs are used"""
+    ref_logp: Tensor | None
+    """(N, T) reference, when the KL uses it"""
+    prev_logp: Tensor | None
+    """(N, T) previous step's policy, for the two-layer KL"""
+
+    def select(self, rows: Tensor) -> "StepTensors":
+        return StepTensors(
+            *(None if (v := getattr(self, f)) is None else v[rows] for f in self.__dataclass_fields__)
+        )
 
 
 @dataclass(frozen=True)
@@ -26,6 +52,8 @@ class Objective:
             aggregate_fn=obj.AGGREGATIONS.get(c.aggregation),
             seq_weight_fn=obj.SEQ_WEIGHTS.get(c.seq_weight),
             correction_fn=obj.IS_CORRECTIONS.get(c.is_correction),
+            kl_prev_fn=obj.KL_ESTIMATORS.get(c.kl_prev_estimator),
+            kl_token_weight_fn=KL_TOKEN_WEIGHTS.get(c.kl_token_weight),
             surrogate_params=obj.SurrogateParams(
                 eps_low=c.eps_low,
                 eps_high=c.eps_high,
@@ -56,9 +84,9 @@ class Objective:
         c = self.config
         return c.num_iterations > 1 or self.kl_in_reward or c.is_correction != "none"
 
-    def reward_kl(self, old_logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
+    def reward_kl(self, old_logp: Tensor, ref_logp: Tensor, mask: Tensor, kl_coef: float) -> Tensor:
         """Per-token KL penalty folded into the reward (zero unless the placement is 'reward'): (N, T)."""
-        terms = self.placement_fn(self.kl_fn(old_logp, ref_logp), self.config.kl_coef, mask)
+        terms = self.placement_fn(self.kl_fn(old_logp, ref_logp), kl_coef, mask)
         return terms.reward if terms.reward is not None else torch.zeros_like(mask)
 
     def advantages(
@@ -68,11 +96,12 @@ class Objective:
         mask: Tensor,
         kl_reward: Tensor | None,
         token_credit: Tensor | None,
-    ) -> Tensor:
+    ) -> tuple[Tensor, dict[str, float]]:
         """Sequence advantages from the scalar rewards (N,), spread over tokens and mixed with the
         token-level reward-to-go (scheme B): (N, T). A KL penalty in the reward (N, T) is summed into
         the outcome and also enters the reward-to-go; the task's token credit enters only the latter.
-        Unscored rows (NaN reward) get advantage 0."""
+        Unscored rows (NaN reward) get advantage 0. The advantage tricks (batch normalization on top
+        of the group's, clipping) apply here."""
         c = self.config
         unscored = rewards.isnan()  # (N,)
         if kl_reward is not None:
@@ -81,9 +110,15 @@ class Objective:
         seq_adv = self.advantage_fn(filled, c.group_size, lengths, c.adv_eps).masked_fill(
             unscored, 0.0
         )  # (N,)
+        if c.adv_batch_norm:
+            seq_adv = batch_normalize(seq_adv, c.adv_eps)
         parts = [t for t in (kl_reward, token_credit) if t is not None]
         token_rewards = sum(parts[1:], parts[0]) if parts else None  # (N, T)
-        return obj.token_advantages(seq_adv, token_rewards, mask, c.group_size, c.token_adv_mix, c.adv_eps)
+        adv = obj.token_advantages(seq_adv, token_rewards, mask, c.group_size, c.token_adv_mix, c.adv_eps)
+        stats = {}
+        if c.adv_clip > 0:
+            adv, stats["advantages/clipped_frac"] = clip_advantages(adv, c.adv_clip)
+        return adv, stats
 
     def sequence_weights(self, lengths: Tensor, rewards: Tensor) -> Tensor:
         """Scheme B loss coefficients per sequence: (N,)."""
@@ -98,26 +133,34 @@ class Objective:
     def loss(
         self,
         logp: Tensor,
-        old_logp: Tensor,
-        ref_logp: Tensor | None,
-        adv: Tensor,
-        mask: Tensor,
-        seq_weights: Tensor,
-        is_weights: Tensor,
+        entropy: Tensor,
+        t: "StepTensors",
         totals: obj.BatchTotals,
+        kl_coef: float,
+        entropy_coef: float,
     ) -> Tensor:
-        """The scalar loss of a micro-batch; summed over micro-batches it is the full-batch loss."""
-        per_token, _ = self.surrogate_fn(logp, old_logp, adv, mask, self.surrogate_params)  # (n, T)
-        per_token = per_token * is_weights  # sampler correction applies to the policy term only
-        if ref_logp is not None:
-            kl = self.kl_fn(logp, ref_logp)  # (n, T)
-            if self.config.kl_importance_weighted:
-                kl = obj.importance_weighted_kl(kl, logp, old_logp)
-            terms = self.placement_fn(kl, self.config.kl_coef, mask)
+        """The scalar loss of a micro-batch; summed over micro-batches it is the full-batch loss.
+        `entropy` (n, T) carries a gradient only when the entropy bonus is on."""
+        c = self.config
+        old = t.old_logp if t.old_logp is not None else logp.detach()
+        policy_mask = top_entropy_mask(entropy.detach(), t.mask, c.top_entropy_frac)  # (n, T)
+        per_token, _ = self.surrogate_fn(logp, old, t.adv, policy_mask, self.surrogate_params)  # (n, T)
+        per_token = per_token * t.is_weights  # sampler correction applies to the policy term only
+        if t.ref_logp is not None:
+            kl = self.kl_fn(logp, t.ref_logp)  # (n, T)
+            if c.kl_importance_weighted:
+                kl = obj.importance_weighted_kl(kl, logp, old)
+            kl = kl * self.kl_token_weight_fn(entropy.detach(), t.mask, c.kl_token_alpha)
+            terms = self.placement_fn(kl, kl_coef, t.mask)
             if terms.loss is not None:
                 per_token = per_token + terms.loss
-        per_token = per_token * seq_weights[:, None]  # (n, T)
-        return self.aggregate_fn(per_token, mask, totals)
+        if t.prev_logp is not None:  # two-layer KL: also stay close to the previous step's policy
+            per_token = per_token + c.kl_prev_coef * self.kl_prev_fn(logp, t.prev_logp) * t.mask
+        per_token = per_token * t.seq_weights[:, None]  # (n, T)
+        loss = self.aggregate_fn(per_token, t.mask, totals)
+        if entropy_coef:
+            loss = loss - entropy_coef * self.aggregate_fn(entropy, t.mask, totals)
+        return loss
 
     @torch.no_grad()
     def stats(

@@ -115,6 +115,60 @@ class Config:
     is_seq_reduce: str = "geometric"
     """sequence IS weight as the 'geometric' mean of token ratios or their plain 'product'"""
 
+    # --- training tricks: each a switch with its own parameters (tricks.py) ---
+    adv_batch_norm: bool = False
+    """whiten the advantages over the whole batch on top of group normalization (reported harmful)"""
+    adv_clip: float = 0.0
+    """clip advantages to [-adv_clip, adv_clip]; 0 disables"""
+    kl_schedule: str = "fixed"
+    """KL coefficient schedule: fixed, linear, threshold, proportional (registry tricks.KL_SCHEDULES)"""
+    kl_coef_final: float = 0.0
+    """linear schedule: the coefficient reached at the last step"""
+    kl_target: float = 0.05
+    """threshold schedule: KL bound above which the coefficient grows; proportional: the target KL"""
+    kl_growth: float = 0.02
+    """threshold schedule: relative growth of the coefficient per step while KL exceeds the bound"""
+    kl_horizon: int = 10000
+    """proportional schedule (Ziegler et al.): horizon in samples"""
+    kl_prev_coef: float = 0.0
+    """two-layer KL: coefficient of a penalty to the policy of the previous step; 0 disables"""
+    kl_prev_estimator: str = "k3"
+    """two-layer KL: estimator of the penalty to the previous policy"""
+    kl_token_weight: str = "none"
+    """dynamic KL weighting by token risk: none, entropy, position (registry tricks.KL_TOKEN_WEIGHTS)"""
+    kl_token_alpha: float = 1.0
+    """strength of the dynamic KL token weighting"""
+    length_penalty: float = 0.0
+    """reward -= length_penalty x length / max_completion_length; 0 disables"""
+    length_norm_ref: int = 0
+    """length normalization of the reward: r x min(1, length_norm_ref / length); 0 disables"""
+    overlong_buffer: int = 0
+    """DAPO soft overlong punishment: tokens before max_completion_length where it starts; 0 disables"""
+    overlong_factor: float = 1.0
+    """DAPO soft overlong punishment: the penalty at max_completion_length"""
+    mask_truncated: bool = False
+    """mask truncated completions out of the loss (they still count in the reward statistics)"""
+    learnable_temperature: bool = False
+    """train a temperature that divides the logits (sampling uses its current value)"""
+    temperature_lr: float = 1e-3
+    """learning rate of the trainable log-temperature"""
+    entropy_coef: float = 0.0
+    """entropy bonus: loss -= entropy_coef x aggregated token entropy; 0 disables"""
+    entropy_target: float = 0.0
+    """adaptive entropy coefficient: steer entropy toward this target; 0 keeps the coefficient fixed"""
+    entropy_coef_delta: float = 0.005
+    """adaptive entropy coefficient: change per step"""
+    entropy_coef_max: float = 0.05
+    """adaptive entropy coefficient: upper bound"""
+    top_entropy_frac: float = 1.0
+    """train the policy term only on this fraction of highest-entropy tokens; 1 keeps all"""
+    dynamic_sampling: bool = False
+    """DAPO dynamic sampling: drop groups with all-equal rewards and refill the batch"""
+    dynamic_sampling_max_rounds: int = 4
+    """dynamic sampling: extra generation rounds allowed per step before it stops with an error"""
+    temperature_jitter: float = 0.0
+    """sampling temperature noise per group: T x (1 + U(-j, j)); 0 disables"""
+
     # --- logging ---
     eval_every: int = 25
     """steps between validation passes (also before the first update and after the last)"""
@@ -135,7 +189,8 @@ class Config:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "batch_size", self.prompts_per_step * self.group_size)
-        object.__setattr__(self, "uses_reference", self.kl_placement != "off" and self.kl_coef != 0)
+        kl_ever_on = self.kl_coef != 0 or (self.kl_schedule == "linear" and self.kl_coef_final != 0)
+        object.__setattr__(self, "uses_reference", self.kl_placement != "off" and kl_ever_on)
         validate(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -300,6 +355,45 @@ def validate(c: Config) -> None:
     _check(
         c.advantage != "rloo" or c.group_size >= 2,
         "advantage 'rloo' needs group_size >= 2 (leave-one-out)",
+    )
+    _validate_tricks(c)
+
+
+def _validate_tricks(c: Config) -> None:
+    from grpo_lab import objective
+    from grpo_lab.tricks import KL_SCHEDULES, KL_TOKEN_WEIGHTS
+
+    _choice("kl_schedule", c.kl_schedule, KL_SCHEDULES.names())
+    _choice("kl_token_weight", c.kl_token_weight, KL_TOKEN_WEIGHTS.names())
+    _choice("kl_prev_estimator", c.kl_prev_estimator, objective.KL_ESTIMATORS.names())
+    nonnegative = (
+        "adv_clip kl_coef_final kl_growth kl_prev_coef kl_token_alpha length_penalty overlong_factor "
+        "entropy_coef entropy_target entropy_coef_delta entropy_coef_max temperature_jitter "
+        "length_norm_ref overlong_buffer"
+    ).split()
+    for name in nonnegative:
+        _check(getattr(c, name) >= 0, f"{name} must be >= 0, got {getattr(c, name)}")
+    _check(c.kl_target > 0 and c.kl_horizon >= 1, "kl_target must be > 0 and kl_horizon >= 1")
+    _check(c.temperature_lr > 0, f"temperature_lr must be > 0, got {c.temperature_lr}")
+    _check(0 < c.top_entropy_frac <= 1, f"top_entropy_frac must be in (0, 1], got {c.top_entropy_frac}")
+    _check(c.temperature_jitter < 1, f"temperature_jitter must be < 1, got {c.temperature_jitter}")
+    _check(c.dynamic_sampling_max_rounds >= 1, "dynamic_sampling_max_rounds must be >= 1")
+    _check(
+        c.overlong_buffer < c.max_completion_length,
+        f"overlong_buffer ({c.overlong_buffer}) must be below max_completion_length "
+        f"({c.max_completion_length})",
+    )
+    _check(
+        not (c.dynamic_sampling and c.group_size < 2),
+        "incompatible switches: dynamic_sampling needs group_size >= 2 (a group of one never has variance)",
+    )
+    _check(
+        c.entropy_target == 0 or c.entropy_coef > 0,
+        "incompatible switches: entropy_target > 0 (adaptive entropy) needs a starting entropy_coef > 0",
+    )
+    _check(
+        c.kl_schedule == "fixed" or c.kl_placement != "off",
+        f"incompatible switches: kl_schedule {c.kl_schedule!r} has no KL to schedule with kl_placement 'off'",
     )
 
 

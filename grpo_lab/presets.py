@@ -116,6 +116,41 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+TRICKS: dict[str, dict[str, Any]] = {
+    "batch_reward_norm": {"adv_batch_norm": True},
+    "adv_clip": {"adv_clip": 2.0},
+    "adaptive_kl": {"kl_schedule": "threshold", "kl_target": 0.05, "kl_growth": 0.02},
+    "two_layer_kl": {"kl_prev_coef": 0.05},
+    "dynamic_kl": {"kl_token_weight": "entropy", "kl_token_alpha": 1.0},
+    "length_penalty": {"length_penalty": 0.05},
+    "overlong_shaping": {"overlong_buffer": 8, "overlong_factor": 1.0},
+    "mask_truncated": {"mask_truncated": True},
+    "learnable_temperature": {"learnable_temperature": True},
+    "adaptive_entropy": {"entropy_coef": 0.001, "entropy_target": 0.3},
+    "top_entropy": {"top_entropy_frac": 0.8},
+    "dynamic_sampling": {"dynamic_sampling": True},
+    "temperature_noise": {"temperature_jitter": 0.1},
+}
+"""Each training trick as the config fields that switch it on; off is grpo's value of those fields.
+Group reward normalization itself is the advantage axis (`grpo` on, `dr_grpo` off)."""
+
+PRESETS["all_tricks"] = Preset(
+    "Every compatible trick of the second seed document switched on at once over grpo, the "
+    "starting point of its 'all on, then remove one at a time' study.",
+    {k: v for changes in TRICKS.values() for k, v in changes.items()},
+)
+
+
+def leave_one_out(base: Config, components: dict[str, dict[str, Any]] = TRICKS) -> dict[str, Config]:
+    """From a config with every component on, one config per component with that one switched back
+    to grpo's values (label "-name"), plus the base itself (label "all")."""
+    defaults = Config().to_dict()
+    out = {"all": base}
+    for name, changes in components.items():
+        out[f"-{name}"] = base.replace(**{k: defaults[k] for k in changes})
+    return out
+
+
 def preset(name: str, **overrides: Any) -> Config:
     """The config of a named method, with any field overridden."""
     if name not in PRESETS:

@@ -3,10 +3,13 @@ sample -> score -> fixed log-probs (old, reference) -> advantages -> update (mic
 Every variant enters through `Objective`, composed once from the config."""
 
 import contextlib
+import copy
 import functools
 import math
+import resource
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -15,16 +18,25 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from grpo_lab.compose import Objective
+from grpo_lab.compose import Objective, StepTensors
 from grpo_lab.config import Config
 from grpo_lab.evaluation import decode, encode_prompts, evaluate
 from grpo_lab.models.loading import Policy, load_policy
-from grpo_lab.models.logprobs import completion_logits, token_entropy, token_logprobs
-from grpo_lab.models.sampler import Rollout, sample
+from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
+from grpo_lab.models.sampler import Rollout, concat, sample
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.rewards import score
 from grpo_lab.runlog import RunWriter, environment
 from grpo_lab.tasks import Task, make_task
+from grpo_lab.tricks import (
+    EntropyController,
+    KLController,
+    KLScheduleParams,
+    LearnableTemperature,
+    group_temperatures,
+    shape_length,
+    zero_variance_groups,
+)
 
 
 class Callback(Protocol):
@@ -97,6 +109,97 @@ def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
     }
 
 
+@dataclass
+class Scored:
+    """Sampled completions with their rewards (one or several sampling rounds)."""
+
+    rollout: Rollout
+    rewards: Tensor
+    """(N,) weighted sum of the reward functions"""
+    per_func: dict[str, Tensor]
+    """each reward function's raw values (N,)"""
+    completions: list[str]
+    prompts: list[str]
+    answers: list[str]
+    sampled_tokens: int
+    """completion tokens generated, kept or not (the sampling cost)"""
+    dropped_groups: int = 0
+
+    def select(self, rows: Tensor) -> "Scored":
+        idx = rows.tolist()
+        return Scored(
+            self.rollout.select(rows),
+            self.rewards[rows],
+            {k: v[rows] for k, v in self.per_func.items()},
+            [self.completions[i] for i in idx],
+            [self.prompts[i] for i in idx],
+            [self.answers[i] for i in idx],
+            self.sampled_tokens,
+            self.dropped_groups,
+        )
+
+    def keep_groups(self, keep: Tensor, group_size: int) -> "Scored":
+        """Only the groups flagged in `keep` (B,); the others are counted as dropped."""
+        kept = self.select(keep.repeat_interleave(group_size).nonzero().squeeze(-1))
+        kept.dropped_groups = self.dropped_groups + int((~keep).sum())
+        return kept
+
+    def first(self, n: int) -> "Scored":
+        return self.select(torch.arange(min(n, len(self.prompts))))
+
+    @staticmethod
+    def merge(parts: list["Scored"], pad_id: int) -> "Scored":
+        return Scored(
+            concat([p.rollout for p in parts], pad_id),
+            torch.cat([p.rewards for p in parts]),
+            {k: torch.cat([p.per_func[k] for p in parts]) for k in parts[0].per_func},
+            [x for p in parts for x in p.completions],
+            [x for p in parts for x in p.prompts],
+            [x for p in parts for x in p.answers],
+            sum(p.sampled_tokens for p in parts),
+            sum(p.dropped_groups for p in parts),
+        )
+
+
+def sample_and_score(
+    model: torch.nn.Module,
+    tok,
+    task: Task,
+    examples: list,
+    c: Config,
+    temperature: float,
+    reward_funcs: list,
+    reward_weights: tuple[float, ...],
+    generator: torch.Generator,
+    device: torch.device,
+) -> Scored:
+    """Sample G completions for each prompt (KV-cached, optionally with per-group temperature
+    noise) and score them with the reward functions, prompts repeated per completion."""
+    prompt_ids, prompt_mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
+    temps = temperature
+    if c.temperature_jitter > 0:
+        temps = group_temperatures(len(examples), c.group_size, temperature, c.temperature_jitter, generator)
+    model.eval()
+    with autocast(device):
+        rollout = sample(model, prompt_ids, prompt_mask, c.group_size, c.max_completion_length, temps,
+                         tok.eos_token_id, tok.pad_token_id, generator)  # fmt: skip
+    model.train()
+    prompts = [ex.prompt for ex in examples for _ in range(c.group_size)]
+    answers = [ex.answer for ex in examples for _ in range(c.group_size)]
+    completions = decode(tok, rollout.completion_ids, rollout.completion_mask)
+    rewards, per_func = score(reward_funcs, reward_weights, prompts, completions, answer=answers)  # (N,)
+    return Scored(
+        rollout, rewards, per_func, completions, prompts, answers, int(rollout.completion_mask.sum())
+    )
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory so far: CUDA's allocator peak on GPU, the process's peak RSS on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = ()) -> pd.DataFrame:
     """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
     With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json).
@@ -124,7 +227,15 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
     )
     model, tok = policy.model, policy.tokenizer
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=c.learning_rate, weight_decay=c.weight_decay)
+    param_groups = [{"params": params}]
+    tau = LearnableTemperature().to(device) if c.learnable_temperature else None
+    if tau is not None:
+        param_groups.append({"params": list(tau.parameters()), "lr": c.temperature_lr, "weight_decay": 0.0})
+    optimizer = torch.optim.AdamW(param_groups, lr=c.learning_rate, weight_decay=c.weight_decay)
+    prev_model = copy.deepcopy(model).eval().requires_grad_(False) if c.kl_prev_coef > 0 else None
+    kl_ctl = KLController(c.kl_coef, c.kl_schedule, KLScheduleParams(
+        c.kl_coef, c.kl_coef_final, c.kl_target, c.kl_growth, c.kl_horizon, c.batch_size))  # fmt: skip
+    ent_ctl = EntropyController(c.entropy_coef, c.entropy_target, c.entropy_coef_delta, c.entropy_coef_max)
     generator = torch.Generator(device).manual_seed(c.seed)
     writer = RunWriter(out, c.to_dict(), environment(str(device))) if out is not None else None
     val_set = task.validation(c.val_size)
@@ -140,58 +251,87 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
             with autocast(device):
                 row.update(validate())
         t_step = time.perf_counter()  # validation is not part of the step's cost
+        temperature = c.temperature * (tau().item() if tau is not None else 1.0)
 
-        # 1. sample G completions for each prompt of this step (order depends only on the seed)
-        examples = task.batch(c.seed, step, c.prompts_per_step)
-        prompt_ids, prompt_mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
-        model.eval()
-        with autocast(device):
-            rollout = sample(model, prompt_ids, prompt_mask, c.group_size, c.max_completion_length,
-                             c.temperature, tok.eos_token_id, tok.pad_token_id, generator)  # fmt: skip
-        model.train()
-        mask = rollout.completion_mask  # (N, T)
+        # 1. sample G completions per prompt and score them (TRL reward signature); with dynamic
+        #    sampling, groups whose rewards are all equal are dropped and refilled from new prompts
+        batch = []
+        for round_ in range(c.dynamic_sampling_max_rounds + 1):
+            scored = sample_and_score(
+                model, tok, task, task.batch(c.seed, step, c.prompts_per_step, round_), c, temperature,
+                reward_funcs, reward_weights, generator, device,
+            )  # fmt: skip
+            if c.dynamic_sampling:
+                scored = scored.keep_groups(~zero_variance_groups(scored.rewards, c.group_size), c.group_size)
+            batch.append(scored)
+            if not c.dynamic_sampling or sum(len(b.prompts) for b in batch) >= c.batch_size:
+                break
+        else:
+            raise RuntimeError(
+                f"dynamic sampling found only {sum(len(b.prompts) for b in batch) // c.group_size} of "
+                f"{c.prompts_per_step} groups with reward variance after {c.dynamic_sampling_max_rounds} "
+                f"extra rounds at step {step}; raise dynamic_sampling_max_rounds or use an easier task"
+            )
+        scored = Scored.merge(batch, tok.pad_token_id).first(
+            c.batch_size
+        )  # refills beyond the batch are unused
+        rollout, rewards, per_func, completions = (
+            scored.rollout,
+            scored.rewards,
+            scored.per_func,
+            scored.completions,
+        )
         lengths = rollout.lengths  # (N,)
+        rewards, length_stats = shape_length(
+            rewards, lengths, c.max_completion_length, c.length_penalty, c.length_norm_ref,
+            c.overlong_buffer, c.overlong_factor,
+        )  # fmt: skip
+        mask = rollout.completion_mask  # (N, T) tokens the policy produced
+        loss_mask = mask * (~rollout.truncated)[:, None] if c.mask_truncated else mask  # (N, T)
         t_sample = time.perf_counter()
 
-        # 2. score with the reward functions (TRL signature), prompts repeated per completion
-        prompts = [ex.prompt for ex in examples for _ in range(c.group_size)]
-        answers = [ex.answer for ex in examples for _ in range(c.group_size)]
-        completions = decode(tok, rollout.completion_ids, mask)
-        rewards, per_func = score(reward_funcs, reward_weights, prompts, completions, answer=answers)  # (N,)
-
-        # 3. log-probs that stay fixed during the updates: old policy (only when it can differ from
-        #    the current one or is needed now) and reference (only when the KL uses it)
+        # 2. log-probs that stay fixed during the updates: old policy (only when it can differ from
+        #    the current one or is needed now), reference (only when the KL uses it) and the previous
+        #    step's policy (two-layer KL)
         chunks = micro_batches(len(rollout.truncated), c.micro_batch_size)
-        old_logp = ref_logp = ref_logsm = None
+        old_logp = ref_logp = ref_logsm = prev_logp = None
         with autocast(device):
             if objective.needs_old_logp:
-                old_logp, _ = fixed_logprobs(
-                    model, rollout, chunks, c.temperature, keep_logits=False
-                )  # (N, T)
+                old_logp, _ = fixed_logprobs(model, rollout, chunks, temperature, keep_logits=False)  # (N, T)
             if c.uses_reference:
                 with policy.as_reference() as ref:
                     ref_logp, ref_logsm = fixed_logprobs(
                         ref, rollout, chunks, c.temperature, keep_logits=exact
                     )
+            if prev_model is not None:
+                prev_logp, _ = fixed_logprobs(prev_model, rollout, chunks, temperature, keep_logits=False)
+                prev_model.load_state_dict(model.state_dict())  # next step's "previous" is this policy
+        t_logprob = time.perf_counter()
 
-        # 4. advantages (KL may be folded into the reward first), sequence weights, IS correction
+        # 3. advantages (KL may be folded into the reward first), tricks on them, sequence weights,
+        #    sampler importance correction
         kl_reward = (
-            objective.reward_kl(old_logp, ref_logp, mask) if objective.kl_in_reward else None
-        )  # (N, T)
-        credit = (
-            token_credit(task, completions, answers, mask.shape[1], policy) if c.token_adv_mix > 0 else None
+            objective.reward_kl(old_logp, ref_logp, mask, kl_ctl.coef) if objective.kl_in_reward else None
         )
-        adv = objective.advantages(rewards, lengths, mask, kl_reward, credit)  # (N, T)
+        credit = (
+            token_credit(task, completions, scored.answers, mask.shape[1], policy)
+            if c.token_adv_mix > 0
+            else None
+        )
+        adv, adv_stats = objective.advantages(rewards, lengths, mask, kl_reward, credit)  # (N, T)
         seq_w = objective.sequence_weights(lengths, rewards)  # (N,)
         is_w, is_stats = torch.ones_like(mask), {}  # (N, T)
         if old_logp is not None:
             is_w, is_stats = objective.correction(old_logp, rollout.sampler_logp, mask)
+        fixed = StepTensors(adv, loss_mask, seq_w, is_w, old_logp, ref_logp, prev_logp)
 
-        # 5. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
+        # 4. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
         #    the normalizers are those of the whole batch, so the gradient does not depend on chunking
-        totals = BatchTotals.of(mask, c.max_completion_length)
-        losses, grad_norms = [], []
+        totals = BatchTotals.of(loss_mask, c.max_completion_length)
+        entropy_coef = ent_ctl.coef if ent_ctl.active else 0.0
+        losses, grad_norms, t_fb, t_opt = [], [], 0.0, 0.0
         for _ in range(c.num_iterations):
+            t0 = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             loss_sum = 0.0
             logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
@@ -200,36 +340,44 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
             for rows_ in chunks:
                 with autocast(device):
                     logits = completion_logits(model, rollout.select(rows_), c.temperature)  # (n, T, V)
-                logp = token_logprobs(logits, rollout.completion_ids[rows_])  # (n, T)
-                old = old_logp[rows_] if old_logp is not None else logp.detach()
-                ref = ref_logp[rows_] if ref_logp is not None else None
-                loss = objective.loss(
-                    logp, old, ref, adv[rows_], mask[rows_], seq_w[rows_], is_w[rows_], totals
-                )
+                if tau is not None:
+                    logits = logits / tau()  # the trainable temperature gets its gradient here
+                logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows_])  # (n, T)
+                entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
+                loss = objective.loss(logp, entropy, fixed.select(rows_), totals, kl_ctl.coef, entropy_coef)
                 loss.backward()
                 loss_sum += loss.item()
                 logp_full[rows_] = logp.detach()
-                entropy_full[rows_] = token_entropy(logits.detach())
+                entropy_full[rows_] = entropy.detach()
                 if exact_full is not None:
                     exact_full[rows_] = exact_kl(logits.detach(), ref_logsm[rows_])
+            t1 = time.perf_counter()
             norm = torch.nn.utils.clip_grad_norm_(
                 params, c.max_grad_norm if c.max_grad_norm > 0 else math.inf
             )
             if not (math.isfinite(loss_sum) and torch.isfinite(norm)):
-                raise FloatingPointError(
-                    f"non-finite {'loss' if not math.isfinite(loss_sum) else 'gradient norm'} at step {step}"
-                )
+                quantity = "loss" if not math.isfinite(loss_sum) else "gradient norm"
+                raise FloatingPointError(f"non-finite {quantity} at step {step}")
             optimizer.step()
             losses.append(loss_sum)
             grad_norms.append(float(norm))
+            t_fb, t_opt = t_fb + t1 - t0, t_opt + time.perf_counter() - t1
         t_train = time.perf_counter()
         if old_logp is None:  # one on-policy update: the policy just evaluated is the sampler's trainer twin
             _, is_stats = objective.correction(logp_full, rollout.sampler_logp, mask)
 
-        # 6. log: TRL's names where TRL has one, namespaces otherwise
+        # 5. controllers see this step's measurements and set the next step's coefficients
         old_for_stats = old_logp if old_logp is not None else logp_full
-        row.update(group_stats(rewards, c.group_size))
         row.update(objective.stats(logp_full, old_for_stats, ref_logp, adv, mask))
+        row["kl/coef"] = kl_ctl.coef
+        if ref_logp is not None:
+            kl_ctl.update(row["kl"], step, c.steps)
+        entropy_now = float(masked_mean(entropy_full, mask))
+        row["entropy/coef"] = entropy_coef
+        ent_ctl.update(entropy_now)
+
+        # 6. log: TRL's names where TRL has one, namespaces otherwise
+        row.update(group_stats(rewards, c.group_size))
         for name, values in per_func.items():
             row[f"rewards/{name}/mean"] = float(values.nanmean())
             row[f"rewards/{name}/std"] = (
@@ -237,10 +385,17 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
             )
         if exact_full is not None:
             row["kl/exact"] = float(masked_mean(exact_full, mask))
+        if prev_logp is not None:
+            row["kl/prev"] = float(masked_mean(objective.kl_prev_fn(logp_full, prev_logp), mask))
+        if kl_reward is not None:
+            row["kl_reward/mean"] = float((kl_reward * mask).sum(-1).mean())
         row.update({k: float(v) for k, v in is_stats.items()})
+        row.update(length_stats)
+        row.update(adv_stats)
         terminated = lengths[~rollout.truncated]
+        fixed_passes = (old_logp, ref_logp, prev_logp)
         row.update({
-            "entropy": float(masked_mean(entropy_full, mask)),
+            "entropy": entropy_now,
             "completions/mean_length": float(lengths.mean()),
             "completions/min_length": float(lengths.min()),
             "completions/max_length": float(lengths.max()),
@@ -251,17 +406,29 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
             "loss": sum(losses) / len(losses),
             "grad_norm": sum(grad_norms) / len(grad_norms),
             "learning_rate": optimizer.param_groups[0]["lr"],
+            "sampling/temperature": temperature,
+            "sampling/rounds": len(batch),
+            "sampling/dropped_groups": scored.dropped_groups,
             "time/sample_s": t_sample - t_step,
-            "time/train_s": t_train - t_sample,
+            "time/logprob_s": t_logprob - t_sample,
+            "time/forward_backward_s": t_fb,
+            "time/optimizer_s": t_opt,
+            "time/train_s": t_train - t_logprob,
             "time/step_s": time.perf_counter() - t_step,
+            "cost/forward_passes": c.num_iterations + sum(x is not None for x in fixed_passes),
+            "cost/backward_passes": c.num_iterations,
+            "cost/sampled_tokens": float(scored.sampled_tokens),
+            "cost/peak_rss_mb": peak_memory_mb(device),
         })  # fmt: skip
+        if tau is not None:
+            row["temperature/learned"] = tau().item()
         rows.append(row)
         for callback in callbacks:
             callback.on_step(step, row)
         if writer is not None:
             writer.log(row)
             if step % c.samples_every == 0:
-                shown = zip(prompts, completions, rewards.tolist(), rollout.truncated.tolist())
+                shown = zip(scored.prompts, completions, rewards.tolist(), rollout.truncated.tolist())
                 writer.samples(step, [
                     {"prompt": p, "completion": s, "reward": r, "truncated": t}
                     for p, s, r, t in list(shown)[: c.samples_per_log]

@@ -37,7 +37,7 @@ def tiny(path: str, **changes):
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:
-    return df.drop(columns=[c for c in df.columns if c.startswith("time/")])
+    return df.drop(columns=[c for c in df.columns if c.startswith("time/") or c == "cost/peak_rss_mb"])
 
 
 def test_same_seed_same_metrics(tiny_model_path):

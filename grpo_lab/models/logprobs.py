@@ -6,7 +6,7 @@ from torch import Tensor
 from grpo_lab.models.sampler import Rollout, positions
 
 
-def completion_logits(model: torch.nn.Module, rollout: Rollout, temperature: float) -> Tensor:
+def completion_logits(model: torch.nn.Module, rollout: Rollout, temperature: float | Tensor) -> Tensor:
     """Temperature-scaled logits that predict each completion token: (N, T, V)."""
     ids, mask = rollout.input_ids(), rollout.attention_mask()  # (N, P+T)
     t = rollout.completion_ids.shape[1]
@@ -26,5 +26,11 @@ def token_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:
 
 def token_entropy(logits: Tensor) -> Tensor:
     """Entropy of each next-token distribution: (N, T)."""
-    logp = torch.log_softmax(logits, dim=-1)  # (N, T, V)
-    return -(logp.exp() * logp).sum(-1)
+    return logprobs_and_entropy(logits, None)[1]
+
+
+def logprobs_and_entropy(logits: Tensor, tokens: Tensor | None) -> tuple[Tensor | None, Tensor]:
+    """log p(token) (N, T) and the entropy (N, T) from one log-softmax of the logits (N, T, V)."""
+    logsm = torch.log_softmax(logits, dim=-1)  # (N, T, V)
+    logp = logsm.gather(-1, tokens[..., None]).squeeze(-1) if tokens is not None else None  # (N, T)
+    return logp, -(logsm.exp() * logsm).sum(-1)

@@ -37,6 +37,28 @@ class Rollout:
         return Rollout(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
 
 
+def concat(rollouts: list[Rollout], pad_id: int) -> Rollout:
+    """Rows of several rollouts in one (prompts and completions right-padded to the widest:
+    prompts are re-left-padded, completions padded after their end)."""
+    p = max(r.prompt_ids.shape[1] for r in rollouts)
+    t = max(r.completion_ids.shape[1] for r in rollouts)
+
+    def left(x: Tensor, width: int, value: float) -> Tensor:
+        return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+    def right(x: Tensor, width: int, value: float) -> Tensor:
+        return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+    return Rollout(
+        prompt_ids=torch.cat([left(r.prompt_ids, p, pad_id) for r in rollouts]),
+        prompt_mask=torch.cat([left(r.prompt_mask, p, 0) for r in rollouts]),
+        completion_ids=torch.cat([right(r.completion_ids, t, pad_id) for r in rollouts]),
+        completion_mask=torch.cat([right(r.completion_mask, t, 0.0) for r in rollouts]),
+        sampler_logp=torch.cat([right(r.sampler_logp, t, 0.0) for r in rollouts]),
+        truncated=torch.cat([r.truncated for r in rollouts]),
+    )
+
+
 def positions(attention_mask: Tensor) -> Tensor:
     """Position ids that start at 0 on the first real token of left-padded rows."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, L)
@@ -49,13 +71,14 @@ def sample(
     prompt_mask: Tensor,
     group_size: int,
     max_new_tokens: int,
-    temperature: float,
+    temperature: float | Tensor,
     eos_id: int,
     pad_id: int,
     generator: torch.Generator | None = None,
     greedy: bool = False,
 ) -> Rollout:
-    """Sample `group_size` completions for each prompt row; `greedy` takes the argmax instead."""
+    """Sample `group_size` completions for each prompt row; `greedy` takes the argmax instead.
+    `temperature` is one float or one value per completion (N,)."""
     ids = prompt_ids.repeat_interleave(group_size, dim=0)  # (N, P)
     mask = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P)
     n = ids.shape[0]
@@ -65,6 +88,8 @@ def sample(
     tokens, logps, alive = [], [], []
     finished = torch.zeros(n, dtype=torch.bool, device=ids.device)  # (N,)
     next_pos = pos[:, -1:] + 1  # (N, 1)
+    if isinstance(temperature, Tensor):
+        temperature = temperature.to(ids.device, torch.float32).view(n, 1)  # (N, 1)
     for _ in range(max_new_tokens):
         logp_all = torch.log_softmax(logits / temperature, dim=-1)  # (N, V)
         if greedy:

@@ -44,9 +44,10 @@ class Task:
         if not self.train or not self.val:
             raise ValueError(f"task {self.name!r} has an empty train or validation split")
 
-    def batch(self, seed: int, step: int, size: int) -> list[Example]:
-        """The prompts of one training step: depends only on (seed, step), never on the scheme."""
-        rng = random.Random(f"{self.name}/{seed}/{step}")
+    def batch(self, seed: int, step: int, size: int, round: int = 0) -> list[Example]:
+        """The prompts of one training step: depends only on (seed, step), never on the scheme.
+        `round` > 0 draws the extra prompts of dynamic sampling's refills."""
+        rng = random.Random(f"{self.name}/{seed}/{step}" + (f"/{round}" if round else ""))
         return rng.sample(self.train, size) if size <= len(self.train) else rng.choices(self.train, k=size)
 
     def validation(self, size: int) -> list[Example]:

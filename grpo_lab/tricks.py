@@ -1,0 +1,207 @@
+"""Training tricks the second seed document evaluates, each switched by its own config fields.
+Pure functions take what they need and return what they change; controllers are small state
+machines with explicit state (so they checkpoint). Nothing here reaches into the trainer."""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from grpo_lab.objective import masked_mean
+from grpo_lab.registry import Registry
+
+# --- KL coefficient schedules: fn(coef, kl, step, steps, p) -> the coefficient for the next step ---
+
+
+@dataclass(frozen=True)
+class KLScheduleParams:
+    initial: float
+    """the coefficient at step 0 (config kl_coef)"""
+    final: float
+    """linear: the coefficient reached at the last step"""
+    target: float
+    """threshold: KL bound above which the coefficient grows; proportional: the target KL"""
+    growth: float
+    """threshold: relative growth per step while the KL is above the bound"""
+    horizon: int
+    """proportional: horizon in samples (Ziegler et al.)"""
+    batch_size: int
+    """samples per step (the proportional controller's n_steps)"""
+
+
+KLSchedule = Callable[[float, float, int, int, KLScheduleParams], float]
+KL_SCHEDULES: Registry[KLSchedule] = Registry("KL schedule")
+
+
+@KL_SCHEDULES.register("fixed")
+def fixed(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
+    """GRPO: a constant coefficient."""
+    return coef
+
+
+@KL_SCHEDULES.register("linear")
+def linear(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
+    """Linear decay (or growth) from the initial to the final coefficient over the run."""
+    return p.initial + (p.final - p.initial) * min(step + 1, steps) / max(steps, 1)
+
+
+@KL_SCHEDULES.register("threshold")
+def threshold(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
+    """Raise the coefficient slowly, and only while the KL exceeds the bound; otherwise keep it
+    (the first seed paper's most stable variant: intervene only when needed)."""
+    return coef * (1 + p.growth) if kl > p.target else coef
+
+
+@KL_SCHEDULES.register("proportional")
+def proportional(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
+    """Ziegler et al. 2019 (arXiv 1909.08593) proportional controller toward a target KL:
+    beta <- beta (1 + clip(KL / target - 1, -0.2, 0.2) n / horizon)."""
+    error = min(max(kl / p.target - 1, -0.2), 0.2)
+    return coef * (1 + error * p.batch_size / p.horizon)
+
+
+@dataclass
+class KLController:
+    """Holds the current KL coefficient; `update` moves it after each step's measured KL."""
+
+    coef: float
+    schedule: str
+    params: KLScheduleParams
+    triggered: int = 0
+    """steps on which the coefficient changed"""
+
+    def update(self, kl: float, step: int, steps: int) -> float:
+        new = KL_SCHEDULES.get(self.schedule)(self.coef, kl, step, steps, self.params)
+        self.triggered += int(not math.isclose(new, self.coef))
+        self.coef = new
+        return new
+
+
+@dataclass
+class EntropyController:
+    """Entropy bonus coefficient; with a target, it steers entropy toward it (Skywork-OR1, as in
+    TRL): the bonus applies only while entropy is at or below the target, and the coefficient grows
+    by `delta` there and shrinks by `delta` above it, within [0, max_coef]."""
+
+    coef: float
+    target: float
+    delta: float
+    max_coef: float
+    active: bool = True
+    """whether the bonus applies at the next step"""
+
+    def update(self, entropy: float) -> None:
+        if self.target <= 0:
+            return
+        low = entropy <= self.target
+        self.coef = min(self.coef + self.delta, self.max_coef) if low else max(self.coef - self.delta, 0.0)
+        self.active = low
+
+
+# --- reward and advantage shaping ---
+
+
+def shape_length(
+    rewards: Tensor,
+    lengths: Tensor,
+    max_len: int,
+    penalty: float,
+    norm_ref: int,
+    overlong_buffer: int,
+    overlong_factor: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """Length handling on the scalar rewards (N,): normalization r x min(1, ref / length), a linear
+    length penalty, and DAPO's soft overlong punishment (arXiv 2503.14476), in that order."""
+    shaped = rewards
+    if norm_ref > 0:
+        shaped = shaped * (norm_ref / lengths.clamp(min=norm_ref))  # (N,)
+    if penalty > 0:
+        shaped = shaped - penalty * lengths / max_len
+    overlong = torch.zeros_like(rewards)
+    if overlong_buffer > 0:
+        excess = lengths - (max_len - overlong_buffer)  # (N,)
+        overlong = (-excess / overlong_buffer * overlong_factor).clamp(max=0.0)
+        shaped = shaped + overlong
+    stats = {
+        "length/reward_delta": float((shaped - rewards).nanmean()) if rewards.numel() else 0.0,
+        "length/overlong_frac": float((overlong < 0).float().mean()),
+    }
+    return shaped, stats
+
+
+def batch_normalize(adv: Tensor, eps: float) -> Tensor:
+    """Global reward normalization on top of group normalization: whiten the sequence advantages
+    (N,) over the whole batch (the second seed paper reports it harmful for GRPO)."""
+    return (adv - adv.mean()) / (adv.std() + eps) if adv.numel() > 1 else adv
+
+
+def clip_advantages(adv: Tensor, bound: float) -> tuple[Tensor, float]:
+    """PPO-era advantage clipping to [-bound, bound]; returns the share of values clipped."""
+    clipped = adv.clamp(-bound, bound)
+    return clipped, float((clipped != adv).float().mean())
+
+
+def zero_variance_groups(rewards: Tensor, group_size: int) -> Tensor:
+    """Groups whose rewards are all equal (no GRPO signal): bool (N/G,)."""
+    g = rewards.nan_to_num(0.0).view(-1, group_size)  # (B, G)
+    return (g == g[:, :1]).all(dim=1)
+
+
+def group_temperatures(num_groups: int, group_size: int, base: float, jitter: float, generator) -> Tensor:
+    """Sampling temperature per completion (N,): T (1 + U(-j, j)), one draw per group."""
+    noise = (torch.rand(num_groups, generator=generator) * 2 - 1) * jitter  # (B,)
+    return (base * (1 + noise)).repeat_interleave(group_size)
+
+
+# --- token-level masks and weights ---
+
+
+def top_entropy_mask(entropy: Tensor, mask: Tensor, frac: float) -> Tensor:
+    """Keep only the highest-entropy fraction of valid tokens in the policy term (Wang et al. 2025,
+    arXiv 2506.01939, "80/20"): float (N, T)."""
+    valid = entropy[mask.bool()]
+    if frac >= 1 or valid.numel() == 0:
+        return mask
+    cut = torch.quantile(valid.float(), 1 - frac)
+    return mask * (entropy >= cut).float()
+
+
+TokenWeight = Callable[[Tensor, Tensor, float], Tensor]
+KL_TOKEN_WEIGHTS: Registry[TokenWeight] = Registry("KL token weight")
+
+
+@KL_TOKEN_WEIGHTS.register("none")
+def uniform(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
+    """GRPO: every token's KL weighs the same."""
+    return mask
+
+
+@KL_TOKEN_WEIGHTS.register("entropy")
+def by_entropy(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
+    """Dynamic KL: risky (high-entropy) tokens get a stronger penalty, w = 1 + alpha H / mean(H),
+    renormalized to mean 1 over valid tokens (the second seed paper's dynamic regularization)."""
+    w = 1 + alpha * entropy / masked_mean(entropy, mask).clamp(min=1e-8)  # (N, T)
+    return w / masked_mean(w, mask).clamp(min=1e-8) * mask
+
+
+@KL_TOKEN_WEIGHTS.register("position")
+def by_position(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
+    """Dynamic KL: tokens late in an over-long answer get a stronger penalty, w = 1 + alpha t / T,
+    renormalized to mean 1 over valid tokens."""
+    t = torch.arange(mask.shape[1], dtype=mask.dtype, device=mask.device)[None]  # (1, T)
+    w = (1 + alpha * t / max(mask.shape[1] - 1, 1)).expand_as(mask)  # (N, T)
+    return w / masked_mean(w, mask).clamp(min=1e-8) * mask
+
+
+class LearnableTemperature(torch.nn.Module):
+    """Differentiable temperature: a trainable scale dividing the logits (log-parametrized so it
+    stays positive), trained by the same loss as the policy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log_tau = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self) -> Tensor:
+        return self.log_tau.exp()

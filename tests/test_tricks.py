@@ -1,0 +1,182 @@
+"""Each trick does what it says on a case built to trigger it."""
+
+import pytest
+import torch
+
+from grpo_lab import preset, train
+from grpo_lab.presets import PRESETS, TRICKS, leave_one_out
+from grpo_lab.tricks import (
+    KL_TOKEN_WEIGHTS,
+    EntropyController,
+    KLController,
+    KLScheduleParams,
+    batch_normalize,
+    clip_advantages,
+    group_temperatures,
+    shape_length,
+    top_entropy_mask,
+    zero_variance_groups,
+)
+
+
+def params(**kw):
+    base = dict(initial=0.1, final=0.0, target=0.05, growth=0.1, horizon=100, batch_size=10)
+    return KLScheduleParams(**{**base, **kw})
+
+
+def test_threshold_kl_raises_only_above_the_bound():
+    ctl = KLController(0.1, "threshold", params())
+    assert ctl.update(0.01, 0, 10) == pytest.approx(0.1)  # below: unchanged
+    assert ctl.update(0.2, 1, 10) == pytest.approx(0.11)  # above: grows by 10%
+    assert ctl.update(0.2, 2, 10) == pytest.approx(0.121)
+    assert ctl.update(0.04, 3, 10) == pytest.approx(0.121)  # back below: kept, not lowered
+    assert ctl.triggered == 2
+
+
+def test_proportional_kl_moves_toward_target():
+    high, low = KLController(0.1, "proportional", params()), KLController(0.1, "proportional", params())
+    assert high.update(0.5, 0, 10) == pytest.approx(0.1 * (1 + 0.2 * 10 / 100))  # error clipped at +0.2
+    assert low.update(0.04, 0, 10) == pytest.approx(0.1 * (1 - 0.2 * 10 / 100))
+
+
+def test_linear_kl_reaches_final():
+    ctl = KLController(0.1, "linear", params())
+    values = [ctl.update(0.0, s, 4) for s in range(4)]
+    assert values == pytest.approx([0.075, 0.05, 0.025, 0.0])
+
+
+def test_adaptive_entropy_steers_toward_target():
+    ctl = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.012)
+    ctl.update(0.2)  # below target: stronger bonus, capped
+    assert ctl.coef == pytest.approx(0.012) and ctl.active
+    ctl.update(0.9)  # above target: weaker, and the bonus is off next step
+    assert ctl.coef == pytest.approx(0.007) and not ctl.active
+    fixed = EntropyController(coef=0.01, target=0.0, delta=0.005, max_coef=1.0)
+    fixed.update(0.0)
+    assert fixed.coef == 0.01 and fixed.active
+
+
+def test_length_shaping_hand_values():
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
+    lengths = torch.tensor([4.0, 20.0, 22.0, 24.0])
+    shaped, stats = shape_length(rewards, lengths, max_len=24, penalty=0.0, norm_ref=0,
+                                 overlong_buffer=8, overlong_factor=1.0)  # fmt: skip
+    # DAPO: penalty -(L - (24 - 8)) / 8 for L > 16
+    assert shaped.tolist() == pytest.approx([1.0, 0.5, -0.75, 0.0])
+    assert stats["length/overlong_frac"] == pytest.approx(0.75)
+    normed, _ = shape_length(rewards, lengths, 24, 0.0, 8, 0, 1.0)
+    assert normed.tolist() == pytest.approx([1.0, 0.4, 0.0, 1 / 3])
+    penalized, _ = shape_length(rewards, lengths, 24, 0.5, 0, 0, 1.0)
+    assert penalized.tolist() == pytest.approx([1 - 0.5 * 4 / 24, 1 - 0.5 * 20 / 24, -0.5 * 22 / 24, 0.5])
+
+
+def test_batch_normalization_and_clipping():
+    adv = torch.tensor([2.0, -1.0, 0.5, 3.5])
+    normed = batch_normalize(adv, 0.0)
+    assert normed.mean().abs() < 1e-6 and normed.std() == pytest.approx(1.0)
+    clipped, frac = clip_advantages(adv, 2.0)
+    assert clipped.tolist() == [2.0, -1.0, 0.5, 2.0] and frac == 0.25
+
+
+def test_zero_variance_groups():
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
+    assert zero_variance_groups(rewards, 2).tolist() == [True, False, True]
+
+
+def test_top_entropy_mask_keeps_the_highest_fraction():
+    entropy = torch.tensor([[0.1, 0.9, 0.5, 0.3], [0.7, 0.2, 0.8, 0.0]])
+    mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 1, 0]])
+    kept = top_entropy_mask(entropy, mask, 0.5)
+    assert kept.sum() == 4 and kept[0, 1] == 1 and kept[1, 2] == 1 and kept[0, 0] == 0 and kept[1, 3] == 0
+
+
+@pytest.mark.parametrize("name", ["entropy", "position"])
+def test_kl_token_weights_mean_one_and_riskier_is_heavier(name):
+    entropy = torch.tensor([[0.1, 0.5, 0.9], [0.2, 0.4, 0.0]])
+    mask = torch.tensor([[1.0, 1, 1], [1, 1, 0]])
+    w = KL_TOKEN_WEIGHTS.get(name)(entropy, mask, 1.0)
+    assert (w * mask).sum() / mask.sum() == pytest.approx(1.0) and w[1, 2] == 0
+    assert w[0, 2] > w[0, 0]  # higher entropy / later position weighs more
+
+
+def test_group_temperatures_one_draw_per_group():
+    temps = group_temperatures(3, 4, 1.0, 0.2, torch.Generator().manual_seed(0))
+    groups = temps.view(3, 4)
+    assert (groups == groups[:, :1]).all() and len(set(groups[:, 0].tolist())) == 3
+    assert ((temps >= 0.8) & (temps <= 1.2)).all()
+
+
+def test_all_tricks_is_the_union_and_leave_one_out_resets_each():
+    all_on = preset("all_tricks")
+    for changes in TRICKS.values():
+        for key, value in changes.items():
+            assert getattr(all_on, key) == value
+    children = leave_one_out(all_on)
+    assert set(children) == {"all", *(f"-{n}" for n in TRICKS)}
+    off = children["-dynamic_sampling"]
+    assert not off.dynamic_sampling and off.learnable_temperature
+    assert PRESETS["all_tricks"].changes
+
+
+@pytest.fixture
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny(path, **changes):
+    base = dict(model=path, task="judge", steps=4, prompts_per_step=4, group_size=4, max_completion_length=8,
+                val_size=8, eval_every=4, progress=False, learning_rate=1e-2)  # fmt: skip
+    return preset("grpo", **{**base, **changes})
+
+
+def test_learnable_temperature_moves_and_is_logged(tiny_model_path, one_thread):
+    df = train(tiny(tiny_model_path, learnable_temperature=True, temperature_lr=0.05)).dropna(
+        subset=["reward"]
+    )
+    assert df["temperature/learned"].iloc[-1] != pytest.approx(1.0)
+    assert df["sampling/temperature"].iloc[1:].tolist() == pytest.approx(
+        df["temperature/learned"].iloc[:-1].tolist()
+    )
+
+
+def test_two_layer_kl_tracks_the_previous_policy(tiny_model_path, one_thread):
+    df = train(tiny(tiny_model_path, kl_prev_coef=0.1)).dropna(subset=["reward"])
+    assert df["kl/prev"].iloc[0] == pytest.approx(0.0, abs=1e-7)  # step 0: previous == current
+    assert (df["kl/prev"].iloc[1:] > 0).all()
+    assert (df["cost/forward_passes"] == 3).all()  # policy + reference + previous policy
+
+
+def test_mask_truncated_removes_them_from_the_loss(tiny_model_path, one_thread):
+    """With completions of one token almost nothing ends with EOS: masking truncated rows leaves
+    (nearly) no token in the loss, so the gradient vanishes where it did not before."""
+    base = tiny(tiny_model_path, max_completion_length=1, kl_coef=0.0, kl_placement="off", steps=2)
+    on = train(base.replace(mask_truncated=True)).dropna(subset=["reward"])
+    off = train(base).dropna(subset=["reward"])
+    assert (on["completions/clipped_ratio"] == 1).all()
+    assert (on["grad_norm"] == 0).all() and (off["grad_norm"] > 0).all()
+
+
+def test_dynamic_sampling_cap_error(tiny_model_path, one_thread):
+    """A random model never solves arith: every group has zero variance and the cap is hit."""
+    config = tiny(tiny_model_path, task="arith", dynamic_sampling=True, dynamic_sampling_max_rounds=2)
+    with pytest.raises(
+        RuntimeError, match="dynamic sampling found only 0 of 4 groups .* after 2 extra rounds"
+    ):
+        train(config)
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_leaves_no_zero_variance_group(embedded_arith_path, one_thread):
+    df = train(preset("grpo", dynamic_sampling=True, steps=6, eval_every=6, val_size=16, progress=False))
+    df = df.dropna(subset=["reward"])
+    assert (df["frac_reward_zero_std"] == 0).all()
+    assert df["sampling/dropped_groups"].sum() > 0 and (df["sampling/rounds"] >= 1).all()
+
+
+def test_temperature_noise_shows_as_sampler_mismatch(tiny_model_path, one_thread):
+    calm = train(tiny(tiny_model_path)).dropna(subset=["reward"])
+    noisy = train(tiny(tiny_model_path, temperature_jitter=0.5)).dropna(subset=["reward"])
+    assert calm["is/logp_gap_max"].max() < 1e-4 < noisy["is/logp_gap_max"].min()
