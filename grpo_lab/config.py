@@ -174,6 +174,10 @@ class Config:
     """steps between validation passes (also before the first update and after the last)"""
     val_size: int = 200
     """validation prompts, greedy decoding"""
+    grad_cos_every: int = 0
+    """steps between measurements of the cosine between the loss components' gradients (one extra
+    backward pass per component: each reward function's policy term, length shaping, KL, entropy);
+    0 disables"""
     samples_every: int = 25
     """steps between writes of example completions to samples.jsonl"""
     samples_per_log: int = 4

@@ -4,6 +4,7 @@ Every variant enters through `Objective`, composed once from the config."""
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import math
 import resource
@@ -193,6 +194,42 @@ def sample_and_score(
     )
 
 
+def gradient_cosines(
+    model: torch.nn.Module,
+    params: list[torch.nn.Parameter],
+    rollout: Rollout,
+    chunks: list[Tensor],
+    temperature: float,
+    objective: Objective,
+    fixed: StepTensors,
+    totals: BatchTotals,
+    parts: dict[str, tuple[Tensor, float, float]],
+) -> dict[str, float]:
+    """Cosine between the gradients of loss components computed alone; `parts` maps a component to
+    (advantages (N, T), KL coefficient, entropy coefficient). Leaves no gradient behind."""
+    grads = {}
+    for name, (adv, kl_coef, entropy_coef) in parts.items():
+        model.zero_grad(set_to_none=True)
+        alone = dataclasses.replace(
+            fixed, adv=adv, ref_logp=fixed.ref_logp if kl_coef else None, prev_logp=None
+        )
+        for rows in chunks:
+            logits = completion_logits(model, rollout.select(rows), temperature)  # (n, T, V)
+            logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows])
+            entropy = entropy if entropy_coef else entropy.detach()
+            objective.loss(logp, entropy, alone.select(rows), totals, kl_coef, entropy_coef).backward()
+        grads[name] = torch.cat(
+            [p.grad.flatten() if p.grad is not None else p.new_zeros(p.numel()) for p in params]
+        )
+    model.zero_grad(set_to_none=True)
+    names = list(grads)
+    return {
+        f"grad_cos/{a}__{b}": float(torch.nn.functional.cosine_similarity(grads[a], grads[b], dim=0))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    }
+
+
 def peak_memory_mb(device: torch.device) -> float:
     """Peak memory so far: CUDA's allocator peak on GPU, the process's peak RSS on CPU."""
     if device.type == "cuda":
@@ -324,11 +361,29 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
         if old_logp is not None:
             is_w, is_stats = objective.correction(old_logp, rollout.sampler_logp, mask)
         fixed = StepTensors(adv, loss_mask, seq_w, is_w, old_logp, ref_logp, prev_logp)
+        totals = BatchTotals.of(loss_mask, c.max_completion_length)
+        entropy_coef = ent_ctl.coef if ent_ctl.active else 0.0
+        if c.grad_cos_every and step % c.grad_cos_every == 0:  # diagnostic: do the loss terms pull apart?
+            parts = {}
+            for name, weight in zip(per_func, reward_weights):
+                parts[f"policy:{name}"] = (
+                    objective.advantages(weight * per_func[name], lengths, mask, None, None)[0],
+                    0,
+                    0,
+                )
+            if c.length_penalty or c.length_norm_ref or c.overlong_buffer:
+                length_adv = objective.advantages(rewards - scored.rewards, lengths, mask, None, None)[0]
+                parts["length"] = (length_adv, 0.0, 0.0)
+            if ref_logp is not None and c.kl_placement == "loss":
+                parts["kl"] = (torch.zeros_like(adv), kl_ctl.coef, 0.0)
+            if entropy_coef:
+                parts["entropy"] = (torch.zeros_like(adv), 0.0, entropy_coef)
+            row.update(
+                gradient_cosines(model, params, rollout, chunks, temperature, objective, fixed, totals, parts)
+            )
 
         # 4. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
         #    the normalizers are those of the whole batch, so the gradient does not depend on chunking
-        totals = BatchTotals.of(loss_mask, c.max_completion_length)
-        entropy_coef = ent_ctl.coef if ent_ctl.active else 0.0
         losses, grad_norms, t_fb, t_opt = [], [], 0.0, 0.0
         for _ in range(c.num_iterations):
             t0 = time.perf_counter()
