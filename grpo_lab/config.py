@@ -175,9 +175,7 @@ class Config:
     val_size: int = 200
     """validation prompts, greedy decoding"""
     grad_cos_every: int = 0
-    """steps between measurements of the cosine between the loss components' gradients (one extra
-    backward pass per component: each reward function's policy term, length shaping, KL, entropy);
-    0 disables"""
+    """steps between measuring the cosine of loss components' gradients (a backward each); 0 disables"""
     samples_every: int = 25
     """steps between writes of example completions to samples.jsonl"""
     samples_per_log: int = 4
