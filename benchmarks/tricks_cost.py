@@ -27,7 +27,9 @@ def run_once(name: str, overrides: dict, steps: int, out: Path) -> list[dict]:
     fixed = ["--set=progress=false", "--set=eval_every=1000", "--set=val_size=8", "--set=torch_threads=1"]
     cmd = [sys.executable, "-m", "grpo_lab.cli", "train", "--preset", preset, "--steps", str(steps)]
     cmd += ["--out", str(out), *fixed, *sets]
-    subprocess.run(cmd, check=True, capture_output=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return [r for r in rows if "reward" in r][1:]  # the first step carries one-off warm-up costs
 

@@ -44,6 +44,14 @@ def _figures(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _diagnose(args: argparse.Namespace) -> int:
+    from grpo_lab.analysis.diagnostics import diagnose_run, format_findings
+
+    findings = diagnose_run(args.run_dir)
+    print(format_findings(findings))
+    return 1 if any(f.level == "error" for f in findings) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grpo-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--profile", choices=["smoke", "full"], default="full")
     f.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
     f.set_defaults(fn=_figures)
+    d = sub.add_parser(
+        "diagnose", help="print the automatic findings of a run (exit 1 on an error-level one)"
+    )
+    d.add_argument("run_dir")
+    d.set_defaults(fn=_diagnose)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -169,6 +169,26 @@ class Config:
     temperature_jitter: float = 0.0
     """sampling temperature noise per group: T x (1 + U(-j, j)); 0 disables"""
 
+    # --- fault injection (faults.py): composable, seeded, logged under fault/ ---
+    fault_reward_sigma: float = 0.0
+    """additive Gaussian reward noise with this sigma; 0 disables"""
+    fault_reward_flip: float = 0.0
+    """probability of flipping a reward r to low + high - r; 0 disables"""
+    fault_group_fraction: float = 1.0
+    """fraction of the groups that reward noise and flips apply to"""
+    fault_long_frac: float = 0.0
+    """fraction of completions forced to the maximum length (EOS suppressed while sampling)"""
+    fault_junk_frac: float = 0.0
+    """fraction of completions padded with junk tokens up to the maximum length"""
+    fault_repeat_k: int = 0
+    """replace k of the G completions of each group with duplicates of one of them"""
+    fault_stale_k: int = 0
+    """sample with the policy from k updates ago (the lag of asynchronous trainers); 0 disables"""
+    fault_sampler_dtype: str = "none"
+    """sample with a lower-precision copy of the policy: none, bfloat16, float16"""
+    skip_nonfinite: bool = False
+    """skip (and count) an update whose loss or gradient is not finite instead of stopping the run"""
+
     # --- logging ---
     eval_every: int = 25
     """steps between validation passes (also before the first update and after the last)"""
@@ -176,6 +196,8 @@ class Config:
     """validation prompts, greedy decoding"""
     grad_cos_every: int = 0
     """steps between measuring the cosine of loss components' gradients (a backward each); 0 disables"""
+    diversity_every: int = 5
+    """steps between measurements of completion diversity (diversity/*, for mode-collapse checks)"""
     samples_every: int = 25
     """steps between writes of example completions to samples.jsonl"""
     samples_per_log: int = 4
@@ -359,6 +381,24 @@ def validate(c: Config) -> None:
         "advantage 'rloo' needs group_size >= 2 (leave-one-out)",
     )
     _validate_tricks(c)
+    _validate_faults(c)
+
+
+def _validate_faults(c: Config) -> None:
+    _choice("fault_sampler_dtype", c.fault_sampler_dtype, ["none", "bfloat16", "float16"])
+    for name in ("fault_reward_flip", "fault_group_fraction", "fault_long_frac", "fault_junk_frac"):
+        _check(0 <= getattr(c, name) <= 1, f"{name} must be in [0, 1], got {getattr(c, name)}")
+    _check(c.fault_reward_sigma >= 0, f"fault_reward_sigma must be >= 0, got {c.fault_reward_sigma}")
+    _check(c.diversity_every >= 0, f"diversity_every must be >= 0, got {c.diversity_every}")
+    _check(
+        0 <= c.fault_repeat_k < c.group_size,
+        f"fault_repeat_k must be in [0, group_size) = [0, {c.group_size}), got {c.fault_repeat_k}",
+    )
+    _check(c.fault_stale_k >= 0, f"fault_stale_k must be >= 0, got {c.fault_stale_k}")
+    _check(
+        not (c.fault_stale_k and c.fault_sampler_dtype != "none"),
+        "incompatible switches: fault_stale_k and fault_sampler_dtype both replace the sampler; use one",
+    )
 
 
 def _validate_tricks(c: Config) -> None:

@@ -2,6 +2,7 @@
 sample -> score -> fixed log-probs (old, reference) -> advantages -> update (micro-batched) -> log.
 Every variant enters through `Objective`, composed once from the config."""
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -10,7 +11,6 @@ import math
 import resource
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from grpo_lab import faults
+from grpo_lab.analysis.diagnostics import diagnose, diversity
 from grpo_lab.compose import Objective, StepTensors
 from grpo_lab.config import Config
 from grpo_lab.evaluation import decode, encode_prompts, evaluate
@@ -110,7 +112,7 @@ def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
     }
 
 
-@dataclass
+@dataclasses.dataclass
 class Scored:
     """Sampled completions with their rewards (one or several sampling rounds)."""
 
@@ -125,6 +127,7 @@ class Scored:
     sampled_tokens: int
     """completion tokens generated, kept or not (the sampling cost)"""
     dropped_groups: int = 0
+    fault_stats: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def select(self, rows: Tensor) -> "Scored":
         idx = rows.tolist()
@@ -137,6 +140,7 @@ class Scored:
             [self.answers[i] for i in idx],
             self.sampled_tokens,
             self.dropped_groups,
+            self.fault_stats,
         )
 
     def keep_groups(self, keep: Tensor, group_size: int) -> "Scored":
@@ -159,10 +163,12 @@ class Scored:
             [x for p in parts for x in p.answers],
             sum(p.sampled_tokens for p in parts),
             sum(p.dropped_groups for p in parts),
+            parts[0].fault_stats,
         )
 
 
 def sample_and_score(
+    sampler_model: torch.nn.Module,
     model: torch.nn.Module,
     tok,
     task: Task,
@@ -172,26 +178,96 @@ def sample_and_score(
     reward_funcs: list,
     reward_weights: tuple[float, ...],
     generator: torch.Generator,
+    fault_gen: torch.Generator,
     device: torch.device,
 ) -> Scored:
     """Sample G completions for each prompt (KV-cached, optionally with per-group temperature
-    noise) and score them with the reward functions, prompts repeated per completion."""
+    noise) and score them with the reward functions, prompts repeated per completion. Fault
+    injectors, when switched on, act here: forced lengths, repeats and junk before scoring, reward
+    noise after (on their own generator, so switching them never changes the sampling)."""
     prompt_ids, prompt_mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
+    n = len(examples) * c.group_size
     temps = temperature
     if c.temperature_jitter > 0:
         temps = group_temperatures(len(examples), c.group_size, temperature, c.temperature_jitter, generator)
-    model.eval()
+    forced = faults.select_rows(n, c.fault_long_frac, fault_gen).to(device) if c.fault_long_frac else None
+    sampler_model.eval()
     with autocast(device):
-        rollout = sample(model, prompt_ids, prompt_mask, c.group_size, c.max_completion_length, temps,
-                         tok.eos_token_id, tok.pad_token_id, generator)  # fmt: skip
+        rollout = sample(sampler_model, prompt_ids, prompt_mask, c.group_size, c.max_completion_length, temps,
+                         tok.eos_token_id, tok.pad_token_id, generator, suppress_eos=forced)  # fmt: skip
     model.train()
+    stats = {"fault/long_frac": float(forced.float().mean())} if forced is not None else {}
+    if c.fault_repeat_k:
+        (ids, mask, logp, truncated), fs = faults.repeat_samples(
+            rollout.completion_ids, rollout.completion_mask, rollout.sampler_logp, rollout.truncated,
+            c.group_size, c.fault_repeat_k, fault_gen,
+        )  # fmt: skip
+        rollout = dataclasses.replace(
+            rollout, completion_ids=ids, completion_mask=mask, sampler_logp=logp, truncated=truncated
+        )
+        stats.update(fs)
+    if c.fault_junk_frac:
+        rollout, fs = pad_with_junk(rollout, model, tok, c, temperature, fault_gen, device)
+        stats.update(fs)
     prompts = [ex.prompt for ex in examples for _ in range(c.group_size)]
     answers = [ex.answer for ex in examples for _ in range(c.group_size)]
     completions = decode(tok, rollout.completion_ids, rollout.completion_mask)
     rewards, per_func = score(reward_funcs, reward_weights, prompts, completions, answer=answers)  # (N,)
-    return Scored(
-        rollout, rewards, per_func, completions, prompts, answers, int(rollout.completion_mask.sum())
-    )
+    if c.fault_reward_sigma or c.fault_reward_flip:
+        low, high = task.reward_range
+        rewards, fs = faults.reward_noise(rewards, c.group_size, c.fault_reward_sigma, c.fault_reward_flip,
+                                          c.fault_group_fraction, low, high, fault_gen)  # fmt: skip
+        stats.update(fs)
+    tokens = int(rollout.completion_mask.sum())
+    return Scored(rollout, rewards, per_func, completions, prompts, answers, tokens, fault_stats=stats)
+
+
+@torch.no_grad()
+def pad_with_junk(
+    rollout: Rollout, model: torch.nn.Module, tok, c: Config, temperature: float, fault_gen, device
+) -> tuple[Rollout, dict[str, float]]:
+    """Fault: pad a fraction of completions with junk tokens up to the maximum length; the junk's
+    sampler log-probs are those of the policy (it never sampled them)."""
+    rows = faults.select_rows(len(rollout.truncated), c.fault_junk_frac, fault_gen).to(device)  # (N,)
+    junk_ids = torch.tensor([i for i in range(len(tok)) if i not in tok.all_special_ids], device=device)
+    (ids, mask, truncated), stats = faults.junk_padding(
+        rollout.completion_ids, rollout.completion_mask, rollout.truncated, rows, c.max_completion_length,
+        junk_ids, tok.eos_token_id, tok.pad_token_id, fault_gen,
+    )  # fmt: skip
+    width = ids.shape[1] - rollout.sampler_logp.shape[1]
+    logp = torch.nn.functional.pad(rollout.sampler_logp, (0, width))  # (N, T')
+    rollout = dataclasses.replace(rollout, completion_ids=ids, completion_mask=mask, sampler_logp=logp,
+                                  truncated=truncated)  # fmt: skip
+    idx = rows.nonzero().squeeze(-1)
+    if len(idx):
+        logits = completion_logits(model, rollout.select(idx), temperature)  # (n, T', V)
+        logp[idx] = token_logprobs(logits, ids[idx]) * mask[idx]
+    return rollout, stats
+
+
+class Sampler:
+    """Which weights sample: the policy itself or, under fault injection, the policy of k updates
+    ago (asynchronous lag) or a lower-precision copy (sampler-trainer mismatch)."""
+
+    def __init__(self, policy: torch.nn.Module, stale_k: int, dtype: str) -> None:
+        self.copy = None
+        if stale_k or dtype != "none":
+            self.copy = copy.deepcopy(policy).eval().requires_grad_(False)
+        if dtype != "none":
+            self.copy.to(getattr(torch, dtype))
+        self.history: collections.deque = collections.deque(maxlen=stale_k + 1)
+        self.stale = stale_k > 0
+
+    def weights(self, policy: torch.nn.Module) -> torch.nn.Module:
+        """The model to sample this step with (call once per step, before its update)."""
+        if self.copy is None:
+            return policy
+        state = policy.state_dict()
+        if self.stale:  # the oldest kept state is the policy of k updates ago (or the first, early on)
+            self.history.append({k: v.detach().clone() for k, v in state.items()})
+            state = self.history[0]
+        self.copy.load_state_dict(state)  # casts to the copy's precision
+        return self.copy
 
 
 def gradient_cosines(
@@ -274,6 +350,9 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
         c.kl_coef, c.kl_coef_final, c.kl_target, c.kl_growth, c.kl_horizon, c.batch_size))  # fmt: skip
     ent_ctl = EntropyController(c.entropy_coef, c.entropy_target, c.entropy_coef_delta, c.entropy_coef_max)
     generator = torch.Generator(device).manual_seed(c.seed)
+    fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's random stream
+    sampler = Sampler(model, c.fault_stale_k, c.fault_sampler_dtype)
+    skipped = 0
     writer = RunWriter(out, c.to_dict(), environment(str(device))) if out is not None else None
     val_set = task.validation(c.val_size)
     validate = functools.partial(
@@ -292,12 +371,12 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
 
         # 1. sample G completions per prompt and score them (TRL reward signature); with dynamic
         #    sampling, groups whose rewards are all equal are dropped and refilled from new prompts
+        sampler_model = sampler.weights(model)
         batch = []
         for round_ in range(c.dynamic_sampling_max_rounds + 1):
-            scored = sample_and_score(
-                model, tok, task, task.batch(c.seed, step, c.prompts_per_step, round_), c, temperature,
-                reward_funcs, reward_weights, generator, device,
-            )  # fmt: skip
+            examples = task.batch(c.seed, step, c.prompts_per_step, round_)
+            scored = sample_and_score(sampler_model, model, tok, task, examples, c, temperature,
+                                      reward_funcs, reward_weights, generator, fault_gen, device)  # fmt: skip
             if c.dynamic_sampling:
                 scored = scored.keep_groups(~zero_variance_groups(scored.rewards, c.group_size), c.group_size)
             batch.append(scored)
@@ -333,7 +412,9 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
         chunks = micro_batches(len(rollout.truncated), c.micro_batch_size)
         old_logp = ref_logp = ref_logsm = prev_logp = None
         with autocast(device):
-            if objective.needs_old_logp:
+            if c.fault_stale_k:  # an asynchronous trainer only has the behaviour policy's log-probs
+                old_logp = rollout.sampler_logp  # (N, T)
+            elif objective.needs_old_logp:
                 old_logp, _ = fixed_logprobs(model, rollout, chunks, temperature, keep_logits=False)  # (N, T)
             if c.uses_reference:
                 with policy.as_reference() as ref:
@@ -412,7 +493,14 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
             )
             if not (math.isfinite(loss_sum) and torch.isfinite(norm)):
                 quantity = "loss" if not math.isfinite(loss_sum) else "gradient norm"
-                raise FloatingPointError(f"non-finite {quantity} at step {step}")
+                if not c.skip_nonfinite:
+                    raise FloatingPointError(
+                        f"non-finite {quantity} at step {step}; the weights were not updated "
+                        "(set skip_nonfinite=true to skip and count such steps instead)"
+                    )
+                optimizer.zero_grad(set_to_none=True)  # the weights never see a non-finite update
+                skipped += 1
+                break
             optimizer.step()
             losses.append(loss_sum)
             grad_norms.append(float(norm))
@@ -447,6 +535,12 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
         row.update({k: float(v) for k, v in is_stats.items()})
         row.update(length_stats)
         row.update(adv_stats)
+        row.update(scored.fault_stats)
+        row["sampling/kl_sampler_trainer"] = float(masked_mean(rollout.sampler_logp - old_for_stats, mask))
+        if c.skip_nonfinite:
+            row["nonfinite/skipped_steps"] = skipped
+        if c.diversity_every and step % c.diversity_every == 0:
+            row.update(diversity(completions, c.group_size))
         terminated = lengths[~rollout.truncated]
         fixed_passes = (old_logp, ref_logp, prev_logp)
         row.update({
@@ -458,8 +552,8 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
             "completions/mean_terminated_length": float(terminated.mean()) if len(terminated) else 0.0,
             "advantages/mean": float(masked_mean(adv, mask)),
             "advantages/abs_mean": float(masked_mean(adv.abs(), mask)),
-            "loss": sum(losses) / len(losses),
-            "grad_norm": sum(grad_norms) / len(grad_norms),
+            "loss": sum(losses) / len(losses) if losses else math.nan,
+            "grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else math.nan,
             "learning_rate": optimizer.param_groups[0]["lr"],
             "sampling/temperature": temperature,
             "sampling/rounds": len(batch),
@@ -495,6 +589,7 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
     rows.append(final)
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, model)
+    summary["findings"] = [dataclasses.asdict(f) for f in diagnose(metrics, config=c.to_dict())]
     for callback in callbacks:
         callback.on_step(c.steps, final)
         callback.on_end(summary)

@@ -76,9 +76,11 @@ def sample(
     pad_id: int,
     generator: torch.Generator | None = None,
     greedy: bool = False,
+    suppress_eos: Tensor | None = None,
 ) -> Rollout:
     """Sample `group_size` completions for each prompt row; `greedy` takes the argmax instead.
-    `temperature` is one float or one value per completion (N,)."""
+    `temperature` is one float or one value per completion (N,); rows flagged in `suppress_eos` (N,)
+    can never end (fault injection: forced maximum length)."""
     ids = prompt_ids.repeat_interleave(group_size, dim=0)  # (N, P)
     mask = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P)
     n = ids.shape[0]
@@ -91,6 +93,8 @@ def sample(
     if isinstance(temperature, Tensor):
         temperature = temperature.to(ids.device, torch.float32).view(n, 1)  # (N, 1)
     for _ in range(max_new_tokens):
+        if suppress_eos is not None:
+            logits[suppress_eos, eos_id] = -torch.inf
         logp_all = torch.log_softmax(logits / temperature, dim=-1)  # (N, V)
         if greedy:
             tok = logp_all.argmax(-1)  # (N,)

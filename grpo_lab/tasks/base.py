@@ -31,6 +31,8 @@ class Task:
     default_rewards: tuple[str, ...]
     token_credit: Callable[[str, str], list[float]] | None = None
     """(completion, answer) -> a credit per completion character (scheme B token rewards), if any"""
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    """lowest and highest value of the default reward (a flipped label maps r to low + high - r)"""
     val_fraction: float = 0.1
     train: tuple[Example, ...] = field(init=False)
     val: tuple[Example, ...] = field(init=False)

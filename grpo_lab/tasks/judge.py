@@ -37,4 +37,5 @@ def make(digits: int = 4) -> Task:
         rewards={"judge": judge_score},
         is_correct=_is_correct,
         default_rewards=("judge",),
+        reward_range=(LOW, HIGH),
     )
