@@ -77,7 +77,9 @@ def summary_table(
             mean, lo, hi = mean_interval(group[metric].to_numpy())
             rows.setdefault(key, {})[metric] = f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
             rows[key]["seeds"] = len(group)
-    index = pd.Index(list(rows), name=",".join(keys) or None) if keys else None
+    index = pd.MultiIndex.from_tuples(list(rows), names=keys) if keys else None
+    if len(keys) == 1:
+        index = index.get_level_values(0)
     return pd.DataFrame(list(rows.values()), index=index)
 
 

@@ -1,0 +1,210 @@
+"""Sweeps, ablations and sensitivity scans: the run store (load, resume, failures), designs, the
+local process pool against in-process runs, Ray, and that the prompts depend only on the seed."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from grpo_lab import Config, experiments, preset
+from grpo_lab.experiments import ablation_points, grid_points, preset_overrides, run_dir
+from grpo_lab.runlog import read_jsonl
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Pool workers train with one torch thread: so does this process, for identical metrics."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny(path: str, **changes) -> Config:
+    base = dict(
+        model=path,
+        task="judge",
+        steps=3,
+        prompts_per_step=4,
+        group_size=4,
+        max_completion_length=8,
+        val_size=8,
+        eval_every=3,
+        progress=False,
+    )
+    return preset("grpo", **{**base, **changes})
+
+
+def comparable(df: pd.DataFrame) -> pd.DataFrame:
+    """Metrics without wall times and process-wide memory, sorted by run and step."""
+    df = df.drop(columns=[c for c in df.columns if c.startswith("time/") or c == "cost/peak_rss_mb"])
+    return df.sort_values(["key", "step"], ignore_index=True)
+
+
+# --- designs (no training) -------------------------------------------------------------------------
+
+
+def test_preset_grid_keeps_the_base_changes():
+    base = preset("grpo", model="some/model", steps=7, kl_coef=0.1)
+    assert preset_overrides(base) == {"model": "some/model", "steps": 7, "kl_coef": 0.1}
+    points = grid_points(base, {"preset": ["grpo", "dapo"], "learning_rate": [1e-4, 1e-3]})
+    assert [p.label for p in points] == [
+        "grpo, learning_rate=0.0001",
+        "grpo, learning_rate=0.001",
+        "dapo, learning_rate=0.0001",
+        "dapo, learning_rate=0.001",
+    ]
+    dapo = points[2].config
+    assert (dapo.preset, dapo.eps_high, dapo.steps, dapo.model, dapo.learning_rate) == (
+        "dapo", 0.28, 7, "some/model", 1e-4
+    )  # fmt: skip
+    assert dapo.kl_coef == 0.1  # the base's own change wins over the preset's
+    assert points[2].columns == {"preset": "dapo", "learning_rate": 1e-4}
+    assert [p.label for p in grid_points(base, {})] == ["grpo"]
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [{"nope": [1]}, {"seed": [0, 1]}, {"kl_coef": []}, {"preset": "dapo"}, {"kl_coef": [-1.0]}],
+)
+def test_bad_grids_fail_before_any_training(grid):
+    with pytest.raises(ValueError):
+        grid_points(preset("grpo"), grid)
+
+
+COMPONENTS = {
+    "kl": ({"kl_coef": 0.04, "kl_placement": "loss"}, {"kl_coef": 0.0, "kl_placement": "off"}),
+    "clip_higher": ({"eps_high": 0.28}, {"eps_high": 0.2}),
+}
+
+
+def test_ablation_modes_share_one_components_dict():
+    base = preset("grpo")
+    loo = ablation_points(base, COMPONENTS, "leave-one-out")
+    assert [p.label for p in loo] == ["all", "-kl", "-clip_higher"]
+    assert [p.columns["component"] for p in loo] == ["none", "kl", "clip_higher"]
+    assert (loo[0].config.kl_coef, loo[0].config.eps_high) == (0.04, 0.28)
+    assert (loo[1].config.kl_coef, loo[1].config.eps_high) == (0.0, 0.28)
+    assert (loo[2].config.kl_coef, loo[2].config.eps_high) == (0.04, 0.2)
+    aoi = ablation_points(base, COMPONENTS, "add-one-in")
+    assert [p.label for p in aoi] == ["none", "+kl", "+clip_higher"]
+    assert (aoi[0].config.kl_placement, aoi[0].config.eps_high) == ("off", 0.2)
+    assert (aoi[1].config.kl_placement, aoi[1].config.eps_high) == ("loss", 0.2)
+    assert (aoi[2].config.kl_placement, aoi[2].config.eps_high) == ("off", 0.28)
+    with pytest.raises(ValueError, match="mode"):
+        ablation_points(base, COMPONENTS, "one-by-one")
+
+
+def test_a_component_given_by_its_on_overrides_is_off_at_the_config_defaults():
+    points = ablation_points(
+        preset("grpo"), {"clip_higher": {"eps_high": 0.28}, "adv_clip": {"adv_clip": 2.0}}
+    )
+    assert [(p.config.eps_high, p.config.adv_clip) for p in points] == [(0.28, 2.0), (0.2, 2.0), (0.28, 0.0)]
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+
+def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_model_path, tmp_path):
+    base = tiny(tiny_model_path)
+    grid = {"preset": ["grpo", "dapo"]}
+    first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
+    assert first.counts() == {"loaded": 0, "trained": 4, "failed": 0}
+    assert list(first.metrics.columns[:4]) == ["label", "preset", "seed", "key"]
+    assert set(first.metrics["label"]) == {"grpo", "dapo"}
+    assert len(first.metrics) == 4 * (base.steps + 1)
+    assert first.runs["val/reward_end"].notna().all()  # summary.json fields per run
+
+    # an interrupted sweep: one run without summary.json, one run never started
+    paths = [Path(p) for p in first.runs["path"]]
+    (paths[0] / "summary.json").unlink()
+    shutil.rmtree(paths[3])
+    again = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
+    assert again.counts() == {"loaded": 2, "trained": 2, "failed": 0}
+    assert set(again.runs.loc[again.runs["status"] == "trained", "path"]) == {str(paths[0]), str(paths[3])}
+    pd.testing.assert_frame_equal(comparable(first.metrics), comparable(again.metrics))
+    assert experiments.sweep(base, grid, [0, 1], tmp_path, progress=False).counts()["loaded"] == 4
+
+
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tiny_model_path, tmp_path):
+    base = tiny(tiny_model_path)
+    grid = {"model": [tiny_model_path, "./does-not-exist"]}
+    with pytest.warns(UserWarning, match="1 of 2 runs failed"):
+        result = experiments.sweep(base, grid, [0], tmp_path, workers=1, progress=False)
+    assert result.counts() == {"loaded": 0, "trained": 1, "failed": 1}
+    failed = result.failures.iloc[0]
+    assert failed["model"] == "./does-not-exist" and "does-not-exist" in failed["error"]
+    error = experiments.read_error(failed["path"])
+    assert "Traceback" in error["traceback"] and error["type"] in failed["error"]
+    assert set(result.metrics["model"]) == {tiny_model_path}
+
+    # the failure is tried again next time, the finished run is loaded
+    with pytest.warns(UserWarning):
+        again = experiments.sweep(base, grid, [0], tmp_path, workers=1, progress=False)
+    assert again.counts() == {"loaded": 1, "trained": 0, "failed": 1}
+
+
+def test_pool_and_sequential_give_the_same_metrics(tiny_model_path, tmp_path):
+    base = tiny(tiny_model_path)
+    grid = {"preset": ["grpo", "dapo"]}
+    pooled = experiments.sweep(base, grid, [0, 1], tmp_path / "pool", workers=2, progress=False)
+    serial = experiments.sweep(base, grid, [0, 1], tmp_path / "serial", workers=1, progress=False)
+    assert pooled.counts()["trained"] == serial.counts()["trained"] == 4
+    pd.testing.assert_frame_equal(comparable(pooled.metrics), comparable(serial.metrics))
+
+
+def test_same_seed_same_prompts_whatever_the_scheme(tiny_model_path, tmp_path):
+    base = tiny(tiny_model_path, samples_every=1, samples_per_log=16)  # every completion of every step
+    result = experiments.sweep(
+        base, {"preset": ["grpo", "scheme_c"]}, [0, 1], tmp_path, workers=1, progress=False
+    )
+
+    def prompts(run) -> list[list[str]]:
+        rows = read_jsonl(Path(run.path) / "samples.jsonl")
+        return [[r["prompt"] for r in rows if r["step"] == step] for step in range(base.steps)]
+
+    runs = {(r.preset, r.seed): prompts(r) for r in result.runs.itertuples()}
+    assert all(len(step) == 16 for step in runs["grpo", 0])
+    assert runs["grpo", 0] == runs["scheme_c", 0] and runs["grpo", 1] == runs["scheme_c", 1]
+    assert runs["grpo", 0] != runs["grpo", 1]
+
+
+def test_ablate_and_sensitivity_label_their_runs(tiny_model_path, tmp_path):
+    base = tiny(tiny_model_path, steps=2, eval_every=2)
+    ablation = experiments.ablate(
+        base, COMPONENTS, [0], tmp_path, mode="add-one-in", workers=1, progress=False
+    )
+    assert list(ablation.runs["label"]) == ["none", "+kl", "+clip_higher"]
+    assert set(ablation.metrics["component"]) == {"none", "kl", "clip_higher"}
+    scan = experiments.sensitivity(
+        base, "learning_rate", [1e-4, 1e-3], [0], tmp_path, workers=1, progress=False
+    )
+    assert list(scan.runs["learning_rate"]) == [1e-4, 1e-3]
+    assert set(scan.metrics["label"]) == {"learning_rate=0.0001", "learning_rate=0.001"}
+
+
+def test_run_seeds_stores_and_loads(tiny_model_path, tmp_path):
+    config = tiny(tiny_model_path)
+    df = experiments.run_seeds(config, [0, 1], root=tmp_path, label="base")
+    assert set(df["seed"]) == {0, 1} and set(df["label"]) == {"base"}
+    stored = json.loads((run_dir(config.replace(seed=1), tmp_path) / "config.json").read_text())
+    assert stored["config"]["seed"] == 1
+    pd.testing.assert_frame_equal(df, experiments.run_seeds(config, [0, 1], root=tmp_path, label="base"))
+
+
+@pytest.mark.slow
+def test_ray_gives_the_same_metrics_as_sequential(tiny_model_path, tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'grpo_lab[ray]')")
+    base = tiny(tiny_model_path)
+    grid = {"preset": ["grpo", "dapo"]}
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        on_ray = experiments.sweep(base, grid, [0], tmp_path / "ray", backend="ray", progress=False)
+    finally:
+        ray.shutdown()
+    serial = experiments.sweep(base, grid, [0], tmp_path / "serial", workers=1, progress=False)
+    assert on_ray.counts()["trained"] == 2
+    pd.testing.assert_frame_equal(comparable(on_ray.metrics), comparable(serial.metrics))
