@@ -15,8 +15,10 @@ def _train(args: argparse.Namespace) -> int:
 
     overrides = dict(parse_override(s) for s in args.set)
     config = preset(args.preset, steps=args.steps, seed=args.seed, **overrides)
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out, the directory of the interrupted run")
     out = Path(args.out or f"runs/{config.preset}-seed{config.seed}-{config.key()}")
-    train(config, out=out)
+    train(config, out=out, resume=args.resume)
     print(json.dumps(read_summary(out), indent=2))
     print(f"run written to {out}")
     return 0
@@ -61,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default=None, help="run directory (default runs/<preset>-seed<S>-<hash>)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     t.set_defaults(fn=_train)
     p = sub.add_parser("presets", help="list presets, or show what one changes relative to grpo")
     p.add_argument("--diff", metavar="NAME", default=None)

@@ -196,6 +196,8 @@ class Config:
     """validation prompts, greedy decoding"""
     grad_cos_every: int = 0
     """steps between measuring the cosine of loss components' gradients (a backward each); 0 disables"""
+    checkpoint_every: int = 0
+    """steps between checkpoints (weights, optimizer, controllers, random states) in the run dir; 0: none"""
     diversity_every: int = 5
     """steps between measurements of completion diversity (diversity/*, for mode-collapse checks)"""
     samples_every: int = 25
@@ -390,6 +392,7 @@ def _validate_faults(c: Config) -> None:
         _check(0 <= getattr(c, name) <= 1, f"{name} must be in [0, 1], got {getattr(c, name)}")
     _check(c.fault_reward_sigma >= 0, f"fault_reward_sigma must be >= 0, got {c.fault_reward_sigma}")
     _check(c.diversity_every >= 0, f"diversity_every must be >= 0, got {c.diversity_every}")
+    _check(c.checkpoint_every >= 0, f"checkpoint_every must be >= 0, got {c.checkpoint_every}")
     _check(
         0 <= c.fault_repeat_k < c.group_size,
         f"fault_repeat_k must be in [0, group_size) = [0, {c.group_size}), got {c.fault_repeat_k}",

@@ -26,6 +26,12 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _clean(value: Any) -> Any:
     """JSON has no NaN: non-finite floats are written as null."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -60,18 +66,28 @@ def environment(device: str) -> dict[str, Any]:
 
 
 class RunWriter:
-    """Appends a run's records as training goes."""
+    """Appends a run's records as training goes. With `resume_from`, an interrupted run's records
+    are kept up to (not including) that step and appended to, so no line is duplicated or lost."""
 
-    def __init__(self, out: str | Path, config: dict[str, Any], env: dict[str, Any]) -> None:
+    def __init__(
+        self, out: str | Path, config: dict[str, Any], env: dict[str, Any], resume_from: int | None = None
+    ) -> None:
         self.dir = Path(out)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            if (self.dir / METRICS).exists() and (self.dir / METRICS).stat().st_size:
+            has_metrics = (self.dir / METRICS).exists() and (self.dir / METRICS).stat().st_size
+            if resume_from is None and has_metrics:
                 raise FileExistsError(f"run directory {self.dir} already holds metrics; choose a new --out")
-            write_json_atomic(self.dir / CONFIG, {"config": config, "environment": env})
-            self._metrics = open(self.dir / METRICS, "w")
-            self._samples = open(self.dir / SAMPLES, "w")
-        except PermissionError as err:
+            if not resume_from or not (self.dir / CONFIG).exists():
+                write_json_atomic(self.dir / CONFIG, {"config": config, "environment": env})
+            for name in (METRICS, SAMPLES):
+                kept = [r for r in read_jsonl(self.dir / name) if r.get("step", 0) < (resume_from or 0)]
+                write_text_atomic(self.dir / name, "".join(json.dumps(r) + "\n" for r in kept))
+            self._metrics = open(self.dir / METRICS, "a")
+            self._samples = open(self.dir / SAMPLES, "a")
+        except (PermissionError, NotADirectoryError, FileExistsError) as err:
+            if isinstance(err, FileExistsError) and "already holds metrics" in str(err):
+                raise
             raise PermissionError(f"run directory {self.dir} is not writable: {err}") from err
 
     def log(self, row: dict[str, Any]) -> None:

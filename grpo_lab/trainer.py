@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from grpo_lab import faults
+from grpo_lab import checkpoint, faults
 from grpo_lab.analysis.diagnostics import diagnose, diversity
 from grpo_lab.compose import Objective, StepTensors
 from grpo_lab.config import Config
@@ -29,7 +29,7 @@ from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, to
 from grpo_lab.models.sampler import Rollout, concat, sample
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.rewards import score
-from grpo_lab.runlog import RunWriter, environment
+from grpo_lab.runlog import RunWriter, environment, read_config, read_metrics
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.tricks import (
     EntropyController,
@@ -313,11 +313,21 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = ()) -> pd.DataFrame:
+def train(
+    config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = (), resume: bool = False
+) -> pd.DataFrame:
     """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
-    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json).
+    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json,
+    and checkpoint.pt every `checkpoint_every` steps). `resume` continues an interrupted run from its
+    last checkpoint and gives the same metrics, step for step, as an uninterrupted run.
     Each callback's `on_step(step, row)` sees every logged row as it is written (live tracking)."""
     c = config
+    if resume and out is None:
+        raise ValueError("resume needs the run directory (out) of the interrupted run")
+    saved = checkpoint.load(out) if resume else None
+    if saved is not None and read_config(out) != c.to_dict():
+        differ = sorted(k for k, v in read_config(out).items() if c.to_dict().get(k) != v)
+        raise ValueError(f"cannot resume {out}: its config differs from this one in {differ}")
     if c.torch_threads:
         torch.set_num_threads(c.torch_threads)
     torch.manual_seed(c.seed)
@@ -352,15 +362,31 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
     generator = torch.Generator(device).manual_seed(c.seed)
     fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's random stream
     sampler = Sampler(model, c.fault_stale_k, c.fault_sampler_dtype)
-    skipped = 0
-    writer = RunWriter(out, c.to_dict(), environment(str(device))) if out is not None else None
+    skipped, start = 0, 0
+    if saved is not None:  # continue exactly where the checkpoint was taken
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        if tau is not None:
+            tau.load_state_dict(saved["tau"])
+        if prev_model is not None:
+            prev_model.load_state_dict(saved["prev_model"])
+        sampler.history.extend(saved["sampler_history"])
+        kl_ctl.coef, kl_ctl.triggered = saved["kl_ctl"]
+        ent_ctl.coef, ent_ctl.active = saved["ent_ctl"]
+        checkpoint.restore_rng_states(saved["rng"], generator, fault_gen)
+        skipped, start = saved["skipped"], saved["step"]
+    env = environment(str(device))
+    writer = (
+        RunWriter(out, c.to_dict(), env, resume_from=start if resume else None) if out is not None else None
+    )
     val_set = task.validation(c.val_size)
     validate = functools.partial(
         evaluate, model, tok, task, val_set, c.max_completion_length, reward_names, reward_weights
     )
     exact = len(tok) <= EXACT_KL_MAX_VOCAB
-    rows: list[dict] = []
-    bar = tqdm(range(c.steps), desc=f"{c.preset} seed {c.seed}", disable=not c.progress, leave=False)
+    rows: list[dict] = read_metrics(out).to_dict("records") if start else []
+    rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop the NaN fill of absent metrics
+    bar = tqdm(range(start, c.steps), desc=f"{c.preset} seed {c.seed}", disable=not c.progress, leave=False)
     for step in bar:
         row: dict = {"step": step}
         if step % c.eval_every == 0:
@@ -582,6 +608,19 @@ def train(config: Config, out: str | Path | None = None, callbacks: Sequence[Cal
                     {"prompt": p, "completion": s, "reward": r, "truncated": t}
                     for p, s, r, t in list(shown)[: c.samples_per_log]
                 ])  # fmt: skip
+        if writer is not None and c.checkpoint_every and (step + 1) % c.checkpoint_every == 0:
+            checkpoint.save(out, {
+                "step": step + 1,
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "tau": tau.state_dict() if tau is not None else None,
+                "prev_model": prev_model.state_dict() if prev_model is not None else None,
+                "sampler_history": list(sampler.history),
+                "kl_ctl": (kl_ctl.coef, kl_ctl.triggered),
+                "ent_ctl": (ent_ctl.coef, ent_ctl.active),
+                "rng": checkpoint.rng_states(generator, fault_gen),
+                "skipped": skipped,
+            })  # fmt: skip
         bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
 
     with autocast(device):
