@@ -14,7 +14,7 @@ def _train(args: argparse.Namespace) -> int:
     from grpo_lab.trainer import train
 
     overrides = dict(parse_override(s) for s in args.set)
-    config = preset(args.preset, steps=args.steps, seed=args.seed, **overrides)
+    config = preset(args.preset, **{"steps": args.steps, "seed": args.seed, **overrides})  # --set wins
     if args.resume and not args.out:
         raise ValueError("--resume needs --out, the directory of the interrupted run")
     out = Path(args.out or f"runs/{config.preset}-seed{config.seed}-{config.key()}")

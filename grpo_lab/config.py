@@ -4,6 +4,7 @@ thing round-trips to JSON, and bad values fail in `__post_init__`, before any co
 import dataclasses
 import hashlib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -277,21 +278,51 @@ def _parse_scalar(key: str, raw: str) -> Any:
 def _coerce(key: str, value: Any) -> Any:
     hint = typing.get_type_hints(Config)[key]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if value is None:
-        return None
+    optional = type(None) in typing.get_args(hint)
     try:
+        if value is None:
+            if not optional:
+                raise ValueError
+            return None
         if typing.get_origin(hint) is tuple:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+                raise ValueError
             return tuple(args[0](v) for v in value)
         base = args[0] if args else hint
         if base is bool and isinstance(value, str):
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError
             return value.lower() in ("true", "1", "yes")
+        if base in (int, float) and isinstance(value, bool):
+            raise ValueError
         if base is int and isinstance(value, float) and not value.is_integer():
             raise ValueError
         return base(value)
     except (TypeError, ValueError):
-        raise ValueError(f"config field {key!r} expects {hint}, got {value!r}") from None
+        raise ValueError(f"config field {key!r} expects {_type_name(hint)}, got {value!r}") from None
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is None and hasattr(hint, "__name__"):
+        return hint.__name__
+    return str(hint).replace("typing.", "")
+
+
+def _check_types(c: Config) -> None:
+    """Fields given directly to Config(...) must already have their declared type."""
+    for f in dataclasses.fields(c):
+        if not f.init:
+            continue
+        value, hint = getattr(c, f.name), typing.get_type_hints(Config)[f.name]
+        if typing.get_origin(hint) is tuple:
+            kinds: tuple = (tuple,)
+        else:
+            kinds = tuple(a for a in typing.get_args(hint) or (hint,) if a is not type(None))
+        ok = (value is None and type(None) in typing.get_args(hint)) or isinstance(value, kinds)
+        ok = ok or (float in kinds and isinstance(value, int))
+        ok = ok and not (isinstance(value, bool) and bool not in kinds)
+        if not ok:
+            raise ValueError(f"config field {f.name!r} expects {_type_name(hint)}, got {value!r}")
 
 
 def _jsonable(value: Any) -> Any:
@@ -312,6 +343,17 @@ def validate(c: Config) -> None:
     from grpo_lab import objective
     from grpo_lab.tasks import TASKS
 
+    _check_types(c)
+    _check(
+        all(map(math.isfinite, c.reward_weights)), f"reward_weights must be finite, got {c.reward_weights}"
+    )
+    _check(len(set(c.rewards)) == len(c.rewards), f"rewards lists a reward twice: {c.rewards}")
+    max_digits = {"arith": 3, "scratchpad": 3, "judge": 6}.get(c.task, 0)
+    _check(
+        c.task_digits <= max_digits,
+        f"task_digits {c.task_digits} is too large for {c.task!r} (every problem is built up front); "
+        f"valid: 0 (default) to {max_digits}",
+    )
     _choice("task", c.task, list(TASKS))
     _choice("device", c.device, ["auto", "cpu", "cuda"])
     _choice("advantage", c.advantage, objective.ADVANTAGES.names())
@@ -384,6 +426,16 @@ def validate(c: Config) -> None:
     )
     _validate_tricks(c)
     _validate_faults(c)
+    for name in (
+        "learning_rate",
+        "temperature",
+        "kl_coef",
+        "eps_low",
+        "eps_high",
+        "adv_eps",
+        "temperature_lr",
+    ):
+        _check(math.isfinite(getattr(c, name)), f"{name} must be a finite number, got {getattr(c, name)}")
 
 
 def _validate_faults(c: Config) -> None:

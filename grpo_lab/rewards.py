@@ -3,8 +3,10 @@
 functions combine as a weighted sum that skips None, and a row no function scored is NaN."""
 
 import math
+import numbers
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -19,7 +21,7 @@ def _check_output(name: str, out: object, n: int) -> list[float]:
     for i, v in enumerate(out):
         if v is None:
             values.append(math.nan)
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        elif isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and math.isfinite(v):
             values.append(float(v))
         else:
             raise ValueError(
@@ -36,6 +38,13 @@ def score(
     **columns: list,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Weighted sum of reward functions: rewards (N,) and each function's raw values (N,)."""
+    if not funcs:
+        raise ValueError("no reward function given; pass at least one (name, fn) pair")
+    names = [name for name, _ in funcs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"reward function names must be unique, got {names}")
+    if len(weights) != len(funcs):
+        raise ValueError(f"{len(weights)} reward weights for {len(funcs)} reward functions")
     per_func = {}
     for name, fn in funcs:
         try:

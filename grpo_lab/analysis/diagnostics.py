@@ -131,8 +131,8 @@ class Thresholds:
     """...in some window of this many consecutive steps (the whole run when shorter)"""
     ratio_mean_tol: float = 0.05
     """the median over steps of |ratio/mean - 1| may not exceed this"""
-    ratio_std_max: float = 0.3
-    """the median over steps of ratio/std may not exceed this"""
+    ratio_std_max: float = 0.05
+    """the median over steps of ratio/std may not exceed this (one on-policy update: exactly 0)"""
     kl_floor: float = 1e-3
     """KL levels below this are too small to call drifting or volatile"""
     kl_drift_growth: float = 0.15
@@ -173,7 +173,7 @@ class Thresholds:
     """the share of completions cut at max_completion_length at the end may not exceed this"""
     kl_reward_scale_max: float = 0.5
     """KL in the reward: the median |kl_reward/mean| / reward_std may not exceed this"""
-    logp_gap_max: float = 0.1
+    logp_gap_max: float = 0.002
     """sampler-trainer mismatch: the median is/logp_gap_mean may not exceed this (nats per token)..."""
     ess_min: float = 0.8
     """...and the median normalized effective sample size is/ess may not fall below this"""
@@ -563,7 +563,8 @@ def sampler_mismatch(run: RunView) -> list[Finding]:
     """[D2 sec. 1.2 (stale-policy bias); D1 sec. 4.4] Sampler and trainer disagree: the median
     is/logp_gap_mean exceeds `logp_gap_max`, or the median is/ess falls below `ess_min`."""
     th = run.th
-    gap, ess = _series(run.metrics, "is/logp_gap_mean"), _series(run.metrics, "is/ess")
+    gap, ess = _series(run.metrics, "is/logp_gap_mean"), _series(run.metrics, "is/raw_ess")
+    ess = ess if ess is not None else _series(run.metrics, "is/ess")
     present = [s for s in (gap, ess) if s is not None]
     if not present or len(present[0]) < th.min_steps:
         return []

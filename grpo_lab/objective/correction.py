@@ -63,12 +63,16 @@ def _report(weights: Tensor, old_logp: Tensor, sampler_logp: Tensor, mask: Tenso
     seq_w = masked_mean(weights, mask, dim=-1)[nonempty]  # (S,)
     gap = (old_logp - sampler_logp).detach().abs()  # (N, T)
     ess = seq_w.sum() ** 2 / (seq_w.numel() * (seq_w**2).sum()).clamp(min=1e-30)
+    # the uncorrected sequence ratios' ESS (geometric mean): a mismatch shows even without correction
+    raw = torch.exp(masked_mean(log_ratio(old_logp, sampler_logp).detach(), mask, dim=-1)[nonempty])  # (S,)
+    raw_ess = raw.sum() ** 2 / (raw.numel() * (raw**2).sum()).clamp(min=1e-30)
     return weights, {
         "is/weight_mean": masked_mean(weights, mask),
         "is/weight_max": torch.where(valid, weights, 0).max(),
         "is/seq_weight_mean": seq_w.mean() if seq_w.numel() else weights.new_zeros(()),
         "is/seq_weight_max": seq_w.max() if seq_w.numel() else weights.new_zeros(()),
         "is/ess": ess,
+        "is/raw_ess": raw_ess,
         "is/masked_frac": masked_mean((weights == 0).to(mask.dtype), mask),
         "is/logp_gap_mean": masked_mean(gap, mask),
         "is/logp_gap_max": torch.where(valid, gap, 0).max(),

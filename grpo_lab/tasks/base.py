@@ -38,6 +38,10 @@ class Task:
     val: tuple[Example, ...] = field(init=False)
 
     def __post_init__(self) -> None:
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"task {self.name!r}: val_fraction must be in (0, 1), got {self.val_fraction}")
+        if not all(isinstance(ex, Example) for ex in self.problems):
+            raise ValueError(f"task {self.name!r}: problems must be grpo_lab.tasks.Example records")
         # a stable hash of the prompt decides the split, so it never depends on the seed
         buckets = int(1 / self.val_fraction)
         is_val = [zlib.crc32(ex.prompt.encode()) % buckets == 0 for ex in self.problems]
