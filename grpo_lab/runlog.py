@@ -9,6 +9,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import pandas as pd
 
 CONFIG, METRICS, SAMPLES, SUMMARY = "config.json", "metrics.jsonl", "samples.jsonl", "summary.json"
+MIN_FREE_BYTES = 64 * 2**20
+"""refuse to start a run on a disk with less free space than this"""
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -75,6 +78,12 @@ class RunWriter:
         self.dir = Path(out)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+            free = shutil.disk_usage(self.dir).free
+            if free < MIN_FREE_BYTES:
+                raise OSError(
+                    f"only {free / 2**20:.0f} MiB free on the disk of {self.dir}; a run needs at least "
+                    f"{MIN_FREE_BYTES / 2**20:.0f} MiB (metrics, samples, checkpoints); free space or change --out"
+                )
             has_metrics = (self.dir / METRICS).exists() and (self.dir / METRICS).stat().st_size
             if resume_from is None and has_metrics:
                 raise FileExistsError(f"run directory {self.dir} already holds metrics; choose a new --out")

@@ -145,3 +145,17 @@ def test_environment_git_commit_from_git(monkeypatch):
         lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout=sha + "\n"),
     )
     assert environment("cpu")["git_commit"] == sha
+
+
+def test_nearly_full_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    import shutil as sh
+
+    from grpo_lab import runlog
+
+    real = sh.disk_usage
+    monkeypatch.setattr(runlog.shutil, "disk_usage", lambda p: real(p)._replace(free=10 * 2**20))
+    with pytest.raises(OSError, match="only 10 MiB free .* at least 64 MiB"):
+        RunWriter(tmp_path / "run", {"a": 1}, {})
+    assert (
+        not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "summary.json").exists()
+    )
