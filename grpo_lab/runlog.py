@@ -82,7 +82,7 @@ class RunWriter:
             if free < MIN_FREE_BYTES:
                 raise OSError(
                     f"only {free / 2**20:.0f} MiB free on the disk of {self.dir}; a run needs at least "
-                    f"{MIN_FREE_BYTES / 2**20:.0f} MiB for its logs and checkpoints; free space or change --out"
+                    f"{MIN_FREE_BYTES / 2**20:.0f} MiB for logs and checkpoints; free space or change --out"
                 )
             has_metrics = (self.dir / METRICS).exists() and (self.dir / METRICS).stat().st_size
             if resume_from is None and has_metrics:
