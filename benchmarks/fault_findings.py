@@ -19,9 +19,13 @@ INJECTORS = {
     "repeated_samples": {"fault_repeat_k": 7},
     "stale_policy": {"fault_stale_k": 4, "learning_rate": 1e-4},
     "low_precision_sampler": {"fault_sampler_dtype": "bfloat16"},
-    "length_hacking": {"rewards": ("correct", "length_bonus"), "learning_rate": 1e-4},
+    "length_hacking": {
+        "rewards": ("correct", "length_bonus"),
+        "reward_weights": (1.0, 5.0),
+        "learning_rate": 1e-4,
+    },
     "conflicting_rewards": {"rewards": ("correct", "verbose"), "grad_cos_every": 5, "learning_rate": 1e-4},
-    "kl_in_reward": {"kl_placement": "reward", "kl_coef": 0.5},
+    "kl_in_reward": {"kl_placement": "reward", "kl_coef": 2.0},
 }
 
 

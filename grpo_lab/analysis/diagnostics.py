@@ -178,9 +178,9 @@ class Thresholds:
     ess_min: float = 0.8
     """...and the median normalized effective sample size is/ess may not fall below this"""
     grad_cos_min: float = -0.2
-    """conflicting objectives: a grad_cos/<a>__<b> value below this pulls apart..."""
+    """conflicting objectives: a grad_cos/<a>__<b> mean below this pulls apart..."""
     grad_cos_min_points: int = 3
-    """...when at least this many consecutive logged values do"""
+    """...when taken over this many consecutive logged values"""
 
 
 @dataclass(frozen=True)
@@ -590,23 +590,27 @@ def _longest_run(flags: np.ndarray) -> tuple[int, int]:
 
 
 def conflicting_objectives(run: RunView) -> list[Finding]:
-    """[D2 sec. 4.3] Two objectives pulling apart: a `grad_cos/<a>__<b>` column stays below
-    `grad_cos_min` for at least `grad_cos_min_points` consecutive logged values."""
+    """[D2 sec. 4.3] Two objectives pulling apart: the mean of a `grad_cos/<a>__<b>` column over
+    `grad_cos_min_points` consecutive logged values falls below `grad_cos_min` (a single noisy value
+    near zero does not break a sustained disagreement, and one bad value does not make one)."""
     th, found = run.th, []
     for column in sorted(c for c in run.metrics.columns if c.startswith("grad_cos/")):
         s = _series(run.metrics, column)
-        count, end = _longest_run(s.to_numpy() < th.grad_cos_min) if s is not None else (0, -1)
-        if count < th.grad_cos_min_points:
+        if s is None or len(s) < th.grad_cos_min_points:
             continue
-        stretch = s.iloc[end - count + 1 : end + 1]
+        rolling = s.rolling(th.grad_cos_min_points).mean()
+        count, end = _longest_run((rolling < th.grad_cos_min).to_numpy())
+        if count == 0:
+            continue
+        stretch = s.iloc[end - count - th.grad_cos_min_points + 2 : end + 1]
         a, _, b = column.removeprefix("grad_cos/").partition("__")
         message = (
-            f"gradients of {a} and {b} point apart: cosine below {th.grad_cos_min} on {count} consecutive "
-            f"logged steps (mean {stretch.mean():.2f})"
+            f"gradients of {a} and {b} point apart: their cosine averages below {th.grad_cos_min} over "
+            f"{len(stretch)} consecutive logged steps (mean {stretch.mean():.2f})"
         )
         evidence = {
             "pair": f"{a} vs {b}",
-            "points": count,
+            "points": len(stretch),
             "mean_cos": stretch.mean(),
             "min_cos": stretch.min(),
         }

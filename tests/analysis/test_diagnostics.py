@@ -177,7 +177,7 @@ def test_isolated_negative_cosine_is_not_a_conflict():
     cos[50] = -0.6
     assert diagnose(healthy({COS: cos})) == []
     (f,) = diagnose(healthy(TRIGGERS["conflicting_objectives"]))
-    assert f.evidence["pair"] == "policy:correct vs policy:format" and f.evidence["points"] == 5
+    assert f.evidence["pair"] == "policy:correct vs policy:format" and f.evidence["points"] >= 5
 
 
 def test_kl_reward_scale_follows_the_config():
