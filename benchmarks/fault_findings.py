@@ -8,7 +8,7 @@ from pathlib import Path
 
 from grpo_lab import preset
 from grpo_lab.analysis.diagnostics import diagnose_run
-from grpo_lab.experiments import run_or_load
+from grpo_lab.experiments import run_dir, run_or_load
 
 INJECTORS = {
     "baseline": {},
@@ -19,11 +19,7 @@ INJECTORS = {
     "repeated_samples": {"fault_repeat_k": 7},
     "stale_policy": {"fault_stale_k": 4, "learning_rate": 1e-4},
     "low_precision_sampler": {"fault_sampler_dtype": "bfloat16"},
-    "length_hacking": {
-        "rewards": ("correct", "length_bonus"),
-        "reward_weights": (1.0, 5.0),
-        "learning_rate": 1e-4,
-    },
+    "length_hacking": {"task": "scratchpad", "rewards": ("correct", "length_bonus"), "learning_rate": 1e-4},
     "conflicting_rewards": {"rewards": ("correct", "verbose"), "grad_cos_every": 5, "learning_rate": 1e-4},
     "kl_in_reward": {"kl_placement": "reward", "kl_coef": 2.0},
 }
@@ -37,8 +33,7 @@ def main() -> None:
     for name, changes in INJECTORS.items():
         config = preset("grpo", steps=args.steps, eval_every=20, val_size=100, progress=False, **changes)
         run_or_load(config, Path(args.out) / name)
-        runs = sorted((Path(args.out) / name).iterdir())
-        findings = diagnose_run(runs[-1])
+        findings = diagnose_run(run_dir(config, Path(args.out) / name))
         rules = ", ".join(f"{f.rule} ({f.level})" for f in findings) or "none"
         print(f"{name:22s} -> {rules}")
 
