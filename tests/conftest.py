@@ -7,6 +7,16 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from grpo_lab.models.tokenizer import build_char_tokenizer
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """One torch thread for the whole session (set before any other fixture builds a model): fast on
+    the tiny models, and results that do not depend on the machine's core count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> str:
     """A random ~60k-parameter Llama with the character tokenizer, saved with save_pretrained:

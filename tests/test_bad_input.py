@@ -26,15 +26,6 @@ from grpo_lab.tasks.base import Example, Task
 from grpo_lab.trainer import train
 from grpo_lab.tricks import KL_SCHEDULES, KL_TOKEN_WEIGHTS
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 TINY = dict(
     task="judge",
     steps=2,

@@ -7,20 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from grpo_lab import Config, experiments, preset
 from grpo_lab.experiments import ablation_points, grid_points, preset_overrides, run_dir
 from grpo_lab.runlog import read_jsonl
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Pool workers train with one torch thread: so does this process, for identical metrics."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def tiny(path: str, **changes) -> Config:

@@ -3,7 +3,6 @@
 import math
 
 import pytest
-import torch
 
 from grpo_lab import PRESETS, preset, train
 
@@ -19,14 +18,6 @@ OBJECTIVE_METRICS = [
     "is/seq_weight_max",
     "is/ess",
 ]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -12,14 +12,6 @@ from grpo_lab.runlog import read_jsonl, read_metrics, read_summary
 TIME = [c for c in ("time/step_s", "time/sample_s", "time/train_s")]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(path: str, **changes):
     base = dict(
         model=path,

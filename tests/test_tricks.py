@@ -118,21 +118,13 @@ def test_all_tricks_is_the_union_and_leave_one_out_resets_each():
     assert PRESETS["all_tricks"].changes
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(path, **changes):
     base = dict(model=path, task="judge", steps=4, prompts_per_step=4, group_size=4, max_completion_length=8,
                 val_size=8, eval_every=4, progress=False, learning_rate=1e-2)  # fmt: skip
     return preset("grpo", **{**base, **changes})
 
 
-def test_learnable_temperature_moves_and_is_logged(tiny_model_path, one_thread):
+def test_learnable_temperature_moves_and_is_logged(tiny_model_path):
     df = train(tiny(tiny_model_path, learnable_temperature=True, temperature_lr=0.05)).dropna(
         subset=["reward"]
     )
@@ -142,14 +134,14 @@ def test_learnable_temperature_moves_and_is_logged(tiny_model_path, one_thread):
     )
 
 
-def test_two_layer_kl_tracks_the_previous_policy(tiny_model_path, one_thread):
+def test_two_layer_kl_tracks_the_previous_policy(tiny_model_path):
     df = train(tiny(tiny_model_path, kl_prev_coef=0.1)).dropna(subset=["reward"])
     assert df["kl/prev"].iloc[0] == pytest.approx(0.0, abs=1e-7)  # step 0: previous == current
     assert (df["kl/prev"].iloc[1:] > 0).all()
     assert (df["cost/forward_passes"] == 3).all()  # policy + reference + previous policy
 
 
-def test_mask_truncated_removes_them_from_the_loss(tiny_model_path, one_thread):
+def test_mask_truncated_removes_them_from_the_loss(tiny_model_path):
     """With completions of one token almost nothing ends with EOS: masking truncated rows leaves
     (nearly) no token in the loss, so the gradient vanishes where it did not before."""
     base = tiny(tiny_model_path, max_completion_length=1, kl_coef=0.0, kl_placement="off", steps=2)
@@ -159,7 +151,7 @@ def test_mask_truncated_removes_them_from_the_loss(tiny_model_path, one_thread):
     assert (on["grad_norm"] == 0).all() and (off["grad_norm"] > 0).all()
 
 
-def test_dynamic_sampling_cap_error(tiny_model_path, one_thread):
+def test_dynamic_sampling_cap_error(tiny_model_path):
     """A random model never solves arith: every group has zero variance and the cap is hit."""
     config = tiny(tiny_model_path, task="arith", dynamic_sampling=True, dynamic_sampling_max_rounds=2)
     with pytest.raises(
@@ -169,14 +161,14 @@ def test_dynamic_sampling_cap_error(tiny_model_path, one_thread):
 
 
 @pytest.mark.slow
-def test_dynamic_sampling_leaves_no_zero_variance_group(embedded_arith_path, one_thread):
+def test_dynamic_sampling_leaves_no_zero_variance_group(embedded_arith_path):
     df = train(preset("grpo", dynamic_sampling=True, steps=6, eval_every=6, val_size=16, progress=False))
     df = df.dropna(subset=["reward"])
     assert (df["frac_reward_zero_std"] == 0).all()
     assert df["sampling/dropped_groups"].sum() > 0 and (df["sampling/rounds"] >= 1).all()
 
 
-def test_temperature_noise_shows_as_sampler_mismatch(tiny_model_path, one_thread):
+def test_temperature_noise_shows_as_sampler_mismatch(tiny_model_path):
     calm = train(tiny(tiny_model_path)).dropna(subset=["reward"])
     noisy = train(tiny(tiny_model_path, temperature_jitter=0.5)).dropna(subset=["reward"])
     assert calm["is/logp_gap_max"].max() < 1e-4 < noisy["is/logp_gap_max"].min()

@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from grpo_lab import preset, train
 from grpo_lab.analysis.diagnostics import (
@@ -274,15 +273,7 @@ def test_diagnose_run_reads_null_as_nonfinite(tmp_path):
         diagnose_run(tmp_path / "missing")
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_diagnose_a_tiny_real_run(tiny_model_path, tmp_path, one_thread):
+def test_diagnose_a_tiny_real_run(tiny_model_path, tmp_path):
     config = preset(
         "grpo",
         model=tiny_model_path,

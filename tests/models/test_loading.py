@@ -9,14 +9,6 @@ from grpo_lab.models.loading import load_policy, resolve_model_path
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def copy_with_tokenizer(src, dst, **changes):
     """The tiny model directory, its tokenizer saved again with some special tokens removed."""
     shutil.copytree(src, dst)

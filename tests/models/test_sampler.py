@@ -44,15 +44,6 @@ def run(policy, temperature=1.0, seed=0, greedy=False, group_size=G, prompts=PRO
     )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and far faster on a shared, busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def policy(tiny_model_path):
     p = load(tiny_model_path)
