@@ -117,6 +117,10 @@ class Thresholds:
 
     min_steps: int = 5
     """rules need at least this many logged training steps"""
+    val_points_min: int = 4
+    """validation stall needs at least this many validation measurements"""
+    val_gain_min: float = 0.02
+    """validation stall: the best validation accuracy of the second half must beat the first by this"""
     trend_min_steps: int = 20
     """KL drift needs at least this many logged steps (its half-run trend is meaningless before)"""
     window_frac: float = 0.1
@@ -292,6 +296,10 @@ CHECKS: dict[str, str] = {
     'output style; combine them only if they point the same way."',
     "nonfinite_skipped": _NONFINITE,
     "nonfinite": _NONFINITE,
+    "validation_stall": '[D1 sec. 10] "No scheme should be judged by the short-term reward curve alone; '
+    'combine clip rate, KL fluctuation and validation generalization." [D1 sec. 6.4] Reward noise: check '
+    "that the reward is correct (label noise or flipped rewards make the training reward uninformative), "
+    "then the learning rate and the group size.",
 }
 """Per rule name, the check the documents suggest: every Finding's `suggestion`."""
 
@@ -534,6 +542,24 @@ def truncation(run: RunView) -> list[Finding]:
     return [_finding("truncation", "warning", message, _span(s.iloc[-w:]), {"clipped_ratio_end": end})]
 
 
+def validation_stall(run: RunView) -> list[Finding]:
+    """[D1 sec. 6.4, 10] Training does not carry over to validation: the best `val/accuracy` of the
+    second half of the run beats the first measurement by less than `val_gain_min` (the signature of
+    noisy or flipped rewards, a learning rate too low or too high, or groups without signal)."""
+    th, s = run.th, _series(run.metrics, "val/accuracy")
+    if s is None or len(s) < th.val_points_min:
+        return []
+    first, best_late = float(s.iloc[0]), float(s.iloc[len(s) // 2 :].max())
+    if best_late >= first + th.val_gain_min:
+        return []
+    message = f"validation accuracy did not improve: {first:.3f} at the start, at best {best_late:.3f} later"
+    return [
+        _finding(
+            "validation_stall", "warning", message, _span(s), {"val_first": first, "val_best_late": best_late}
+        )
+    ]
+
+
 def kl_reward_scale(run: RunView) -> list[Finding]:
     """[D1 sec. 4.2, 7] KL moved into the reward changes the reward scale: with kl_placement "reward"
     (or no config), the median per-step |kl_reward/mean| / reward_std exceeds `kl_reward_scale_max`."""
@@ -661,6 +687,7 @@ RULES: tuple[Rule, ...] = (
     length,
     truncation,
     conflicting_objectives,
+    validation_stall,
 )
 """Every rule `diagnose` runs."""
 

@@ -291,3 +291,14 @@ def test_diagnose_a_tiny_real_run(tiny_model_path, tmp_path):
     assert isinstance(found, list) and all(isinstance(f, Finding) for f in found)
     assert not [f for f in found if f.level == "error"], format_findings(found)
     assert isinstance(format_findings(found), str)
+
+
+def test_validation_stall_fires_when_validation_does_not_improve():
+    stalled = healthy()
+    stalled.loc[stalled["val/accuracy"].notna(), "val/accuracy"] = [0.36, 0.38, 0.33, 0.35, 0.34]
+    (f,) = diagnose(stalled)
+    assert f.rule == "validation_stall" and f.evidence["val_first"] == pytest.approx(0.36)
+    assert diagnose(healthy()) == []  # 0.2 -> 0.5: silent
+    few = healthy()
+    few.loc[few["val/accuracy"].notna(), "val/accuracy"] = [0.3, np.nan, np.nan, np.nan, 0.3]
+    assert "validation_stall" not in rules(diagnose(few))  # two measurements are not enough
