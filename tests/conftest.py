@@ -4,6 +4,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from grpo_lab import Config, preset
 from grpo_lab.models.tokenizer import build_char_tokenizer
 
 
@@ -40,6 +41,19 @@ def tiny_model_path(tmp_path_factory) -> str:
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tiny_model_path):
+    """Factory of fast configs on the tiny model: `tiny_config(**changes)`. Judge's dense reward keeps
+    the random model's loss away from zero."""
+
+    def make(**changes) -> Config:
+        base = dict(model=tiny_model_path, task="judge", steps=3, prompts_per_step=4, group_size=4,
+                    max_completion_length=8, val_size=8, eval_every=3, progress=False)  # fmt: skip
+        return preset("grpo", **{**base, **changes})
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -8,24 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from grpo_lab import Config, experiments, preset
+from grpo_lab import experiments, preset
 from grpo_lab.experiments import ablation_points, grid_points, preset_overrides, run_dir
 from grpo_lab.runlog import read_jsonl
-
-
-def tiny(path: str, **changes) -> Config:
-    base = dict(
-        model=path,
-        task="judge",
-        steps=3,
-        prompts_per_step=4,
-        group_size=4,
-        max_completion_length=8,
-        val_size=8,
-        eval_every=3,
-        progress=False,
-    )
-    return preset("grpo", **{**base, **changes})
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:
@@ -98,8 +83,8 @@ def test_a_component_given_by_its_on_overrides_is_off_at_the_config_defaults():
 # --- running ---------------------------------------------------------------------------------------
 
 
-def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_model_path, tmp_path):
-    base = tiny(tiny_model_path)
+def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_config, tmp_path):
+    base = tiny_config()
     grid = {"preset": ["grpo", "dapo"]}
     first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
     assert first.counts() == {"loaded": 0, "trained": 4, "failed": 0}
@@ -119,8 +104,8 @@ def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_model_p
     assert experiments.sweep(base, grid, [0, 1], tmp_path, progress=False).counts()["loaded"] == 4
 
 
-def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tiny_model_path, tmp_path):
-    base = tiny(tiny_model_path)
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tiny_model_path, tiny_config, tmp_path):
+    base = tiny_config()
     grid = {"model": [tiny_model_path, "./does-not-exist"]}
     with pytest.warns(UserWarning, match="1 of 2 runs failed"):
         result = experiments.sweep(base, grid, [0], tmp_path, workers=1, progress=False)
@@ -137,8 +122,8 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tiny_model_path, tmp_pa
     assert again.counts() == {"loaded": 1, "trained": 0, "failed": 1}
 
 
-def test_pool_and_sequential_give_the_same_metrics(tiny_model_path, tmp_path):
-    base = tiny(tiny_model_path)
+def test_pool_and_sequential_give_the_same_metrics(tiny_config, tmp_path):
+    base = tiny_config()
     grid = {"preset": ["grpo", "dapo"]}
     pooled = experiments.sweep(base, grid, [0, 1], tmp_path / "pool", workers=2, progress=False)
     serial = experiments.sweep(base, grid, [0, 1], tmp_path / "serial", workers=1, progress=False)
@@ -146,8 +131,8 @@ def test_pool_and_sequential_give_the_same_metrics(tiny_model_path, tmp_path):
     pd.testing.assert_frame_equal(comparable(pooled.metrics), comparable(serial.metrics))
 
 
-def test_same_seed_same_prompts_whatever_the_scheme(tiny_model_path, tmp_path):
-    base = tiny(tiny_model_path, samples_every=1, samples_per_log=16)  # every completion of every step
+def test_same_seed_same_prompts_whatever_the_scheme(tiny_config, tmp_path):
+    base = tiny_config(samples_every=1, samples_per_log=16)  # every completion of every step
     result = experiments.sweep(
         base, {"preset": ["grpo", "scheme_c"]}, [0, 1], tmp_path, workers=1, progress=False
     )
@@ -162,8 +147,8 @@ def test_same_seed_same_prompts_whatever_the_scheme(tiny_model_path, tmp_path):
     assert runs["grpo", 0] != runs["grpo", 1]
 
 
-def test_ablate_and_sensitivity_label_their_runs(tiny_model_path, tmp_path):
-    base = tiny(tiny_model_path, steps=2, eval_every=2)
+def test_ablate_and_sensitivity_label_their_runs(tiny_config, tmp_path):
+    base = tiny_config(steps=2, eval_every=2)
     ablation = experiments.ablate(
         base, COMPONENTS, [0], tmp_path, mode="add-one-in", workers=1, progress=False
     )
@@ -176,8 +161,8 @@ def test_ablate_and_sensitivity_label_their_runs(tiny_model_path, tmp_path):
     assert set(scan.metrics["label"]) == {"learning_rate=0.0001", "learning_rate=0.001"}
 
 
-def test_run_seeds_stores_and_loads(tiny_model_path, tmp_path):
-    config = tiny(tiny_model_path)
+def test_run_seeds_stores_and_loads(tiny_config, tmp_path):
+    config = tiny_config()
     df = experiments.run_seeds(config, [0, 1], root=tmp_path, label="base")
     assert set(df["seed"]) == {0, 1} and set(df["label"]) == {"base"}
     stored = json.loads((run_dir(config.replace(seed=1), tmp_path) / "config.json").read_text())
@@ -186,9 +171,9 @@ def test_run_seeds_stores_and_loads(tiny_model_path, tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_gives_the_same_metrics_as_sequential(tiny_model_path, tmp_path):
+def test_ray_gives_the_same_metrics_as_sequential(tiny_config, tmp_path):
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'grpo_lab[ray]')")
-    base = tiny(tiny_model_path)
+    base = tiny_config()
     grid = {"preset": ["grpo", "dapo"]}
     ray.init(num_cpus=2, include_dashboard=False)
     try:

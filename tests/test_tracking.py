@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import experiments, preset, train
+from grpo_lab import experiments, train
 from grpo_lab.runlog import read_summary
 from grpo_lab.tracking import (
     TENSORBOARD_DIR,
@@ -16,24 +16,9 @@ from grpo_lab.tracking import (
 )
 
 
-def tiny(path: str, **changes):
-    base = dict(
-        model=path,
-        task="judge",
-        steps=3,
-        prompts_per_step=4,
-        group_size=4,
-        max_completion_length=8,
-        val_size=8,
-        eval_every=3,
-        progress=False,
-    )
-    return preset("grpo", **{**base, **changes})
-
-
-def test_list_and_print_callbacks_see_every_row_and_the_summary(tiny_model_path, tmp_path):
+def test_list_and_print_callbacks_see_every_row_and_the_summary(tiny_config, tmp_path):
     kept, printed = ListCallback(), io.StringIO()
-    df = train(tiny(tiny_model_path), out=tmp_path, callbacks=[kept, PrintCallback(every=2, file=printed)])
+    df = train(tiny_config(), out=tmp_path, callbacks=[kept, PrintCallback(every=2, file=printed)])
     assert [r["step"] for r in kept.rows] == list(df["step"]) == [0, 1, 2, 3]
     assert kept.rows[1]["reward"] == df["reward"].iloc[1]
     assert kept.summary == read_summary(tmp_path)
@@ -50,9 +35,9 @@ def scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
-def test_tensorboard_callback_writes_scalars(tiny_model_path, tmp_path):
+def test_tensorboard_callback_writes_scalars(tiny_config, tmp_path):
     pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install 'grpo_lab[lab]')")
-    df = train(tiny(tiny_model_path), callbacks=[TensorBoardCallback(tmp_path)])
+    df = train(tiny_config(), callbacks=[TensorBoardCallback(tmp_path)])
     logged = scalars(tmp_path)
     assert [step for step, _ in logged["reward"]] == [0, 1, 2]
     assert logged["reward"][2][1] == pytest.approx(df["reward"].iloc[2])
@@ -60,10 +45,10 @@ def test_tensorboard_callback_writes_scalars(tiny_model_path, tmp_path):
     assert "summary/val/reward_end" in logged and not any(tag == "step" for tag in logged)
 
 
-def test_sweep_callbacks_factory_logs_each_trained_run(tiny_model_path, tmp_path):
+def test_sweep_callbacks_factory_logs_each_trained_run(tiny_config, tmp_path):
     pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install 'grpo_lab[lab]')")
     result = experiments.sweep(
-        tiny(tiny_model_path), {}, [0, 1], tmp_path, workers=1, progress=False,
+        tiny_config(), {}, [0, 1], tmp_path, workers=1, progress=False,
         callbacks_factory=tensorboard_callbacks,
     )  # fmt: skip
     for path in result.runs["path"]:

@@ -1,5 +1,6 @@
 """The training loop: micro-batch invariance, determinism, logging, and that it learns."""
 
+import functools
 import math
 
 import pandas as pd
@@ -12,48 +13,37 @@ from grpo_lab.runlog import read_jsonl, read_metrics, read_summary
 TIME = [c for c in ("time/step_s", "time/sample_s", "time/train_s")]
 
 
-def tiny(path: str, **changes):
-    base = dict(
-        model=path,
-        task="judge",
-        steps=3,
-        prompts_per_step=4,
-        group_size=4,
-        max_completion_length=8,
-        val_size=8,
-        eval_every=2,
-        progress=False,
-        learning_rate=1e-3,
-    )
-    return preset("grpo", **{**base, **changes})
+@pytest.fixture
+def tiny(tiny_config):
+    """This file's fast configs: the shared tiny ones with eval_every=2, learning_rate=1e-3."""
+    return functools.partial(tiny_config, eval_every=2, learning_rate=1e-3)
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop(columns=[c for c in df.columns if c.startswith("time/") or c == "cost/peak_rss_mb"])
 
 
-def test_same_seed_same_metrics(tiny_model_path):
-    a = comparable(train(tiny(tiny_model_path, seed=3)))
-    b = comparable(train(tiny(tiny_model_path, seed=3)))
+def test_same_seed_same_metrics(tiny):
+    a = comparable(train(tiny(seed=3)))
+    b = comparable(train(tiny(seed=3)))
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_other_seed_other_metrics(tiny_model_path):
-    a = comparable(train(tiny(tiny_model_path, seed=0)))
-    b = comparable(train(tiny(tiny_model_path, seed=1)))
+def test_other_seed_other_metrics(tiny):
+    a = comparable(train(tiny(seed=0)))
+    b = comparable(train(tiny(seed=1)))
     assert not a["reward"].equals(b["reward"]) and not a["loss"].equals(b["loss"])
 
 
 @pytest.mark.parametrize("aggregation", ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"])
 @pytest.mark.parametrize("num_iterations", [1, 2])
-def test_micro_batching_does_not_change_training(tiny_model_path, aggregation, num_iterations):
+def test_micro_batching_does_not_change_training(tiny, aggregation, num_iterations):
     """Loss, gradient norm and the KL after several updates agree whatever the micro-batch size
     (5 does not divide the 16 completions, so the last micro-batch is ragged)."""
     runs = [
         comparable(
             train(
                 tiny(
-                    tiny_model_path,
                     micro_batch_size=m,
                     aggregation=aggregation,
                     num_iterations=num_iterations,
@@ -72,8 +62,8 @@ def test_micro_batching_does_not_change_training(tiny_model_path, aggregation, n
             ), col
 
 
-def test_run_directory_contents(tiny_model_path, tmp_path):
-    df = train(tiny(tiny_model_path, samples_every=1, samples_per_log=2), out=tmp_path / "run")
+def test_run_directory_contents(tiny, tmp_path):
+    df = train(tiny(samples_every=1, samples_per_log=2), out=tmp_path / "run")
     logged = read_metrics(tmp_path / "run")
     assert len(logged) == len(df) == 4  # 3 steps + the final validation row
     assert list(logged["step"]) == [0, 1, 2, 3]
@@ -107,28 +97,28 @@ def test_run_directory_contents(tiny_model_path, tmp_path):
     assert summary["steps"] == 3 and summary["params"] > 0
 
 
-def test_reference_not_built_without_kl(tiny_model_path, monkeypatch):
+def test_reference_not_built_without_kl(tiny, monkeypatch):
     """No reference forward at all when nothing uses it."""
     import grpo_lab.trainer as trainer
 
     calls = []
     original = trainer.fixed_logprobs
     monkeypatch.setattr(trainer, "fixed_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
-    df = train(tiny(tiny_model_path, kl_coef=0.0))
+    df = train(tiny(kl_coef=0.0))
     assert calls == [] and "kl" not in df.columns
-    train(tiny(tiny_model_path))
+    train(tiny())
     assert len(calls) == 3  # one reference pass per step
 
 
-def test_kl_estimators_logged_side_by_side(tiny_model_path):
-    df = train(tiny(tiny_model_path, kl_estimator="k2")).dropna(subset=["reward"])
+def test_kl_estimators_logged_side_by_side(tiny):
+    df = train(tiny(kl_estimator="k2")).dropna(subset=["reward"])
     for name in ("kl/k1", "kl/k2", "kl/k3", "kl/abs", "kl/exact"):
         assert df[name].notna().all(), name
     assert torch.allclose(torch.tensor(df["kl"].values), torch.tensor(df["kl/k2"].values))
 
 
-def test_lora_trains_only_the_adapter(tiny_model_path):
-    df = train(tiny(tiny_model_path, lora=True, lora_r=2))
+def test_lora_trains_only_the_adapter(tiny):
+    df = train(tiny(lora=True, lora_r=2))
     assert df["kl"].dropna().iloc[-1] > 0  # the adapter moved the policy away from the base
     assert all(math.isfinite(v) for v in df["loss"].dropna())
 

@@ -1,5 +1,7 @@
 """Each trick does what it says on a case built to trigger it."""
 
+import functools
+
 import pytest
 import torch
 
@@ -17,6 +19,12 @@ from grpo_lab.tricks import (
     top_entropy_mask,
     zero_variance_groups,
 )
+
+
+@pytest.fixture
+def tiny(tiny_config):
+    """This file's fast configs: the shared tiny ones with steps=4, eval_every=4, learning_rate=1e-2."""
+    return functools.partial(tiny_config, steps=4, eval_every=4, learning_rate=1e-2)
 
 
 def params(**kw):
@@ -118,42 +126,34 @@ def test_all_tricks_is_the_union_and_leave_one_out_resets_each():
     assert PRESETS["all_tricks"].changes
 
 
-def tiny(path, **changes):
-    base = dict(model=path, task="judge", steps=4, prompts_per_step=4, group_size=4, max_completion_length=8,
-                val_size=8, eval_every=4, progress=False, learning_rate=1e-2)  # fmt: skip
-    return preset("grpo", **{**base, **changes})
-
-
-def test_learnable_temperature_moves_and_is_logged(tiny_model_path):
-    df = train(tiny(tiny_model_path, learnable_temperature=True, temperature_lr=0.05)).dropna(
-        subset=["reward"]
-    )
+def test_learnable_temperature_moves_and_is_logged(tiny):
+    df = train(tiny(learnable_temperature=True, temperature_lr=0.05)).dropna(subset=["reward"])
     assert df["temperature/learned"].iloc[-1] != pytest.approx(1.0)
     assert df["sampling/temperature"].iloc[1:].tolist() == pytest.approx(
         df["temperature/learned"].iloc[:-1].tolist()
     )
 
 
-def test_two_layer_kl_tracks_the_previous_policy(tiny_model_path):
-    df = train(tiny(tiny_model_path, kl_prev_coef=0.1)).dropna(subset=["reward"])
+def test_two_layer_kl_tracks_the_previous_policy(tiny):
+    df = train(tiny(kl_prev_coef=0.1)).dropna(subset=["reward"])
     assert df["kl/prev"].iloc[0] == pytest.approx(0.0, abs=1e-7)  # step 0: previous == current
     assert (df["kl/prev"].iloc[1:] > 0).all()
     assert (df["cost/forward_passes"] == 3).all()  # policy + reference + previous policy
 
 
-def test_mask_truncated_removes_them_from_the_loss(tiny_model_path):
+def test_mask_truncated_removes_them_from_the_loss(tiny):
     """With completions of one token almost nothing ends with EOS: masking truncated rows leaves
     (nearly) no token in the loss, so the gradient vanishes where it did not before."""
-    base = tiny(tiny_model_path, max_completion_length=1, kl_coef=0.0, kl_placement="off", steps=2)
+    base = tiny(max_completion_length=1, kl_coef=0.0, kl_placement="off", steps=2)
     on = train(base.replace(mask_truncated=True)).dropna(subset=["reward"])
     off = train(base).dropna(subset=["reward"])
     assert (on["completions/clipped_ratio"] == 1).all()
     assert (on["grad_norm"] == 0).all() and (off["grad_norm"] > 0).all()
 
 
-def test_dynamic_sampling_cap_error(tiny_model_path):
+def test_dynamic_sampling_cap_error(tiny):
     """A random model never solves arith: every group has zero variance and the cap is hit."""
-    config = tiny(tiny_model_path, task="arith", dynamic_sampling=True, dynamic_sampling_max_rounds=2)
+    config = tiny(task="arith", dynamic_sampling=True, dynamic_sampling_max_rounds=2)
     with pytest.raises(
         RuntimeError, match="dynamic sampling found only 0 of 4 groups .* after 2 extra rounds"
     ):
@@ -168,7 +168,7 @@ def test_dynamic_sampling_leaves_no_zero_variance_group(embedded_arith_path):
     assert df["sampling/dropped_groups"].sum() > 0 and (df["sampling/rounds"] >= 1).all()
 
 
-def test_temperature_noise_shows_as_sampler_mismatch(tiny_model_path):
-    calm = train(tiny(tiny_model_path)).dropna(subset=["reward"])
-    noisy = train(tiny(tiny_model_path, temperature_jitter=0.5)).dropna(subset=["reward"])
+def test_temperature_noise_shows_as_sampler_mismatch(tiny):
+    calm = train(tiny()).dropna(subset=["reward"])
+    noisy = train(tiny(temperature_jitter=0.5)).dropna(subset=["reward"])
     assert calm["is/logp_gap_max"].max() < 1e-4 < noisy["is/logp_gap_max"].min()

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab import preset, train
+from grpo_lab import train
 from grpo_lab.analysis.diagnostics import (
     CHECKS,
     Finding,
@@ -273,19 +273,8 @@ def test_diagnose_run_reads_null_as_nonfinite(tmp_path):
         diagnose_run(tmp_path / "missing")
 
 
-def test_diagnose_a_tiny_real_run(tiny_model_path, tmp_path):
-    config = preset(
-        "grpo",
-        model=tiny_model_path,
-        task="judge",
-        steps=6,
-        prompts_per_step=4,
-        group_size=4,
-        max_completion_length=8,
-        val_size=8,
-        eval_every=3,
-        progress=False,
-    )
+def test_diagnose_a_tiny_real_run(tiny_config, tmp_path):
+    config = tiny_config(steps=6)
     train(config, out=tmp_path / "run")
     found = diagnose_run(tmp_path / "run")
     assert isinstance(found, list) and all(isinstance(f, Finding) for f in found)
