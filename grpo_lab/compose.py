@@ -78,6 +78,10 @@ class Objective:
         return self.config.uses_reference and self.config.kl_placement == "reward"
 
     @property
+    def kl_in_loss(self) -> bool:
+        return self.config.uses_reference and self.config.kl_placement == "loss"
+
+    @property
     def needs_old_logp(self) -> bool:
         """Old log-probs need their own forward pass only when they can differ from the current ones
         (several updates per batch) or are needed before the update (KL in the reward, IS correction)."""

@@ -481,7 +481,7 @@ def train(
             if c.length_penalty or c.length_norm_ref or c.overlong_buffer:
                 length_adv = objective.advantages(rewards - scored.rewards, lengths, mask, None, None)[0]
                 parts["length"] = (length_adv, 0.0, 0.0)
-            if ref_logp is not None and c.kl_placement == "loss":
+            if objective.kl_in_loss:
                 parts["kl"] = (torch.zeros_like(adv), kl_ctl.coef, 0.0)
             if entropy_coef:
                 parts["entropy"] = (torch.zeros_like(adv), 0.0, entropy_coef)
