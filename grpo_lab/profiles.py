@@ -1,4 +1,5 @@
-"""Notebook profiles: 'smoke' runs every cell in seconds (CI, nbval); 'full' makes the figures."""
+"""Notebook profiles: 'smoke' runs every cell in seconds (CI, nbval); 'full' makes the figures.
+Each notebook states its own full-profile budget (steps, seeds) when it calls `profile`."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,9 @@ class Profile:
     val_size: int
     """validation prompts"""
 
-    def runs_dir(self, notebook: str) -> Path:
-        """Where a notebook's runs are stored (kept apart per profile so smoke never shadows full)."""
+    def runs_dir(self, notebook: str = "shared") -> Path:
+        """Where runs are stored (kept apart per profile so smoke never shadows full). Runs are keyed
+        by their config, so notebooks that share the default 'shared' store reuse each other's runs."""
         return project_root() / "runs" / self.name / notebook
 
     def figure_name(self, name: str) -> str:
@@ -33,15 +35,24 @@ PROFILES = {
 }
 
 
-def profile(name: str, seeds: list[int] | None = None, steps: int | None = None) -> Profile:
-    """A profile by name, with the notebook's own seeds or steps when it sets them."""
+def profile(
+    name: str,
+    seeds: list[int] | None = None,
+    steps: int | None = None,
+    full_steps: int | None = None,
+    eval_every: int | None = None,
+) -> Profile:
+    """A profile by name, with the notebook's own seeds or steps when it sets them. `full_steps` is
+    the notebook's budget under the full profile (the smoke profile keeps its few steps);
+    `eval_every` overrides the profile's validation interval under the full profile."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
     base = PROFILES[name]
+    default_steps = full_steps if name == "full" and full_steps is not None else base.steps
     return Profile(
         base.name,
         tuple(seeds) if seeds is not None else base.seeds,
-        steps if steps is not None else base.steps,
-        base.eval_every,
+        steps if steps is not None else default_steps,
+        eval_every if name == "full" and eval_every is not None else base.eval_every,
         base.val_size,
     )
