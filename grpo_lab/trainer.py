@@ -1,18 +1,20 @@
-"""The GRPO training loop, top to bottom like the algorithm:
+"""The GRPO training loop, top to bottom like the algorithm (`Trainer.step`):
 sample -> score -> fixed log-probs (old, reference) -> advantages -> update (micro-batched) -> log.
-Every variant enters through `Objective`, composed once from the config."""
+Every variant enters through `Objective`, composed from the config (again after a live change).
+`Trainer` advances one step at a time and takes live changes between steps; `train` runs it through."""
 
 import collections
 import contextlib
 import copy
 import dataclasses
 import functools
+import json
 import math
 import resource
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 import torch
@@ -22,14 +24,14 @@ from tqdm.auto import tqdm
 from grpo_lab import checkpoint, faults
 from grpo_lab.analysis.diagnostics import diagnose, diversity
 from grpo_lab.compose import Objective, StepTensors
-from grpo_lab.config import Config
+from grpo_lab.config import Config, field_names
 from grpo_lab.evaluation import decode, encode_prompts, evaluate
 from grpo_lab.models.loading import Policy, load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
 from grpo_lab.models.sampler import Rollout, concat, sample
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.rewards import score
-from grpo_lab.runlog import RunWriter, environment, read_config, read_metrics
+from grpo_lab.runlog import RunWriter, environment, read_config, read_jsonl, read_metrics, write_text_atomic
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.tricks import (
     EntropyController,
@@ -313,119 +315,190 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def train(
-    config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = (), resume: bool = False
-) -> pd.DataFrame:
-    """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
-    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json,
-    and checkpoint.pt every `checkpoint_every` steps). `resume` continues an interrupted run from its
-    last checkpoint and gives the same metrics, step for step, as an uninterrupted run.
-    Each callback's `on_step(step, row)` sees every logged row as it is written (live tracking)."""
-    c = config
-    if resume and out is None:
-        raise ValueError("resume needs the run directory (out) of the interrupted run")
-    saved = checkpoint.load(out) if resume else None
-    if saved is not None and read_config(out) != c.to_dict():
-        differ = sorted(k for k, v in read_config(out).items() if c.to_dict().get(k) != v)
-        raise ValueError(f"cannot resume {out}: its config differs from this one in {differ}")
-    if c.torch_threads:
-        torch.set_num_threads(c.torch_threads)
-    torch.manual_seed(c.seed)
-    device = pick_device(c.device)
-    task = make_task(c.task, c.task_digits or None)
-    objective = Objective(c)
-    reward_names = c.rewards or task.default_rewards
-    missing = [n for n in reward_names if n not in task.rewards]
-    if missing:
-        raise ValueError(f"task {c.task!r} has no reward {missing}; valid: {', '.join(task.rewards)}")
-    reward_funcs = [(n, task.rewards[n]) for n in reward_names]
-    reward_weights = c.reward_weights or (1.0,) * len(reward_names)
-    if c.token_adv_mix > 0 and task.token_credit is None and not objective.kl_in_reward:
-        raise ValueError(
-            "token_adv_mix > 0 needs token-level rewards: "
-            "task 'arith' (per-digit credit) or kl_placement='reward'"
+LIVE_FIELDS = (
+    "kl_coef",
+    "kl_estimator",
+    "kl_placement",
+    "eps_low",
+    "eps_high",
+    "learning_rate",
+    "group_size",
+    "temperature",
+    "max_grad_norm",
+)
+"""config fields `Trainer.reconfigure` changes between steps; every other field needs a new run"""
+
+EVENTS = "events.jsonl"
+"""the run directory's record of live reconfigurations: one JSON object per change, with its step"""
+
+
+@dataclasses.dataclass
+class Update:
+    """What the update passes of one step leave behind."""
+
+    losses: list[float]
+    grad_norms: list[float]
+    logp: Tensor
+    """(N, T) detached log-probs of the last pass, for whole-batch statistics"""
+    entropy: Tensor
+    """(N, T) detached token entropies of the last pass"""
+    exact_kl: Tensor | None
+    """(N, T) exact per-token KL to the reference, for small vocabularies"""
+    t_forward_backward: float
+    t_optimizer: float
+
+
+class Trainer:
+    """A GRPO run (or any variant the config composes) that advances one step at a time.
+
+    `step()` runs one training step (validation first when due) and returns its logged row; `run()`
+    steps until `done`, then validates once more, writes the summary and returns the metrics.
+    Between steps, `reconfigure(**changes)` changes the fields in `LIVE_FIELDS`: the next step uses
+    them. With `out`, the run is written there (config.json with the starting config, metrics.jsonl,
+    samples.jsonl, events.jsonl with every live change, summary.json, and checkpoint.pt every
+    `checkpoint_every` steps); `resume` continues an interrupted run from its last checkpoint, live
+    changes included, and gives the same metrics, step for step, as an uninterrupted run. Each
+    callback's `on_step(step, row)` sees every logged row as it is written (live tracking).
+
+    `config` is the current config (the starting one with every live change applied), `kl_coef` the
+    KL coefficient of the next step, `events` every live change as {"step", "event", "changes":
+    {field: [old, new]}}, `metrics` the rows so far."""
+
+    def __init__(
+        self,
+        config: Config,
+        out: str | Path | None = None,
+        callbacks: Sequence[Callback] = (),
+        resume: bool = False,
+    ) -> None:
+        c = config
+        if resume and out is None:
+            raise ValueError("resume needs the run directory (out) of the interrupted run")
+        saved = checkpoint.load(out) if resume else None
+        if saved is not None and read_config(out) != c.to_dict():
+            differ = sorted(k for k, v in read_config(out).items() if c.to_dict().get(k) != v)
+            raise ValueError(f"cannot resume {out}: its config differs from this one in {differ}")
+        if c.torch_threads:
+            torch.set_num_threads(c.torch_threads)
+        torch.manual_seed(c.seed)
+        self.config = c
+        self.out = Path(out) if out is not None else None
+        self.callbacks = list(callbacks)
+        self.device = device = pick_device(c.device)
+        self.task = task = make_task(c.task, c.task_digits or None)
+        self.objective = Objective(c)
+        reward_names = c.rewards or task.default_rewards
+        missing = [n for n in reward_names if n not in task.rewards]
+        if missing:
+            raise ValueError(f"task {c.task!r} has no reward {missing}; valid: {', '.join(task.rewards)}")
+        self.reward_funcs = [(n, task.rewards[n]) for n in reward_names]
+        self.reward_weights = c.reward_weights or (1.0,) * len(reward_names)
+        if c.token_adv_mix > 0 and task.token_credit is None and not self.objective.kl_in_reward:
+            raise ValueError(
+                "token_adv_mix > 0 needs token-level rewards: "
+                "task 'arith' (per-digit credit) or kl_placement='reward'"
+            )
+        self.policy = load_policy(
+            c.model, c.task, c.task_digits or None, device, c.lora, c.lora_r, c.lora_alpha, c.uses_reference
         )
-    policy = load_policy(
-        c.model, c.task, c.task_digits or None, device, c.lora, c.lora_r, c.lora_alpha, c.uses_reference
-    )
-    model, tok = policy.model, policy.tokenizer
-    params = [p for p in model.parameters() if p.requires_grad]
-    param_groups = [{"params": params}]
-    tau = LearnableTemperature().to(device) if c.learnable_temperature else None
-    if tau is not None:
-        param_groups.append({"params": list(tau.parameters()), "lr": c.temperature_lr, "weight_decay": 0.0})
-    optimizer = torch.optim.AdamW(param_groups, lr=c.learning_rate, weight_decay=c.weight_decay)
-    prev_model = copy.deepcopy(model).eval().requires_grad_(False) if c.kl_prev_coef > 0 else None
-    kl_ctl = KLController(c.kl_coef, c.kl_schedule, KLScheduleParams(
-        c.kl_coef, c.kl_coef_final, c.kl_target, c.kl_growth, c.kl_horizon, c.batch_size))  # fmt: skip
-    ent_ctl = EntropyController(c.entropy_coef, c.entropy_target, c.entropy_coef_delta, c.entropy_coef_max)
-    generator = torch.Generator(device).manual_seed(c.seed)
-    fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's random stream
-    sampler = Sampler(model, c.fault_stale_k, c.fault_sampler_dtype)
-    skipped, start = 0, 0
-    if saved is not None:  # continue exactly where the checkpoint was taken
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        if tau is not None:
-            tau.load_state_dict(saved["tau"])
-        if prev_model is not None:
-            prev_model.load_state_dict(saved["prev_model"])
-        sampler.history.extend(saved["sampler_history"])
-        kl_ctl.coef, kl_ctl.triggered = saved["kl_ctl"]
-        ent_ctl.coef, ent_ctl.active = saved["ent_ctl"]
-        checkpoint.restore_rng_states(saved["rng"], generator, fault_gen)
-        skipped, start = saved["skipped"], saved["step"]
-    env = environment(str(device))
-    writer = (
-        RunWriter(out, c.to_dict(), env, resume_from=start if resume else None) if out is not None else None
-    )
-    val_set = task.validation(c.val_size)
-    validate = functools.partial(
-        evaluate, model, tok, task, val_set, c.max_completion_length, reward_names, reward_weights
-    )
-    exact = len(tok) <= EXACT_KL_MAX_VOCAB
-    rows: list[dict] = read_metrics(out).to_dict("records") if start else []
-    rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop the NaN fill of absent metrics
-    bar = tqdm(range(start, c.steps), desc=f"{c.preset} seed {c.seed}", disable=not c.progress, leave=False)
-    for step in bar:
+        self.model, self.tok = self.policy.model, self.policy.tokenizer
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        param_groups = [{"params": self.params}]
+        self.tau = LearnableTemperature().to(device) if c.learnable_temperature else None
+        if self.tau is not None:
+            param_groups.append(
+                {"params": list(self.tau.parameters()), "lr": c.temperature_lr, "weight_decay": 0.0}
+            )
+        self.optimizer = torch.optim.AdamW(param_groups, lr=c.learning_rate, weight_decay=c.weight_decay)
+        self.prev_model = (
+            copy.deepcopy(self.model).eval().requires_grad_(False) if c.kl_prev_coef > 0 else None
+        )
+        self.kl_ctl = KLController(c.kl_coef, c.kl_schedule, KLScheduleParams(
+            c.kl_coef, c.kl_coef_final, c.kl_target, c.kl_growth, c.kl_horizon, c.batch_size))  # fmt: skip
+        self.ent_ctl = EntropyController(
+            c.entropy_coef, c.entropy_target, c.entropy_coef_delta, c.entropy_coef_max
+        )
+        self.generator = torch.Generator(device).manual_seed(c.seed)
+        self.fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's stream
+        self.sampler = Sampler(self.model, c.fault_stale_k, c.fault_sampler_dtype)
+        self.skipped, self.step_index = 0, 0
+        if saved is not None:  # continue exactly where the checkpoint was taken, live changes included
+            if saved.get("config", c.to_dict()) != c.to_dict():
+                self._apply(Config.from_dict(saved["config"]))
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+            if self.tau is not None:
+                self.tau.load_state_dict(saved["tau"])
+            if self.prev_model is not None:
+                self.prev_model.load_state_dict(saved["prev_model"])
+            self.sampler.history.extend(saved["sampler_history"])
+            self.kl_ctl.coef, self.kl_ctl.triggered = saved["kl_ctl"]
+            if "kl_params" in saved:
+                self.kl_ctl.params = KLScheduleParams(**saved["kl_params"])
+            self.ent_ctl.coef, self.ent_ctl.active = saved["ent_ctl"]
+            checkpoint.restore_rng_states(saved["rng"], self.generator, self.fault_gen)
+            self.skipped, self.step_index = saved["skipped"], saved["step"]
+        start = self.step_index
+        env = environment(str(device))
+        self.writer = (
+            RunWriter(out, c.to_dict(), env, resume_from=start if resume else None)
+            if out is not None
+            else None
+        )
+        self.events: list[dict] = []
+        if self.writer is not None and (self.out / EVENTS).exists():  # keep what happened before `start`
+            self.events = [e for e in read_jsonl(self.out / EVENTS) if resume and e["step"] < start]
+            write_text_atomic(self.out / EVENTS, "".join(json.dumps(e) + "\n" for e in self.events))
+        val_set = task.validation(c.val_size)
+        self.validate = functools.partial(
+            evaluate, self.model, self.tok, task, val_set, c.max_completion_length, reward_names,
+            self.reward_weights,
+        )  # fmt: skip
+        self.exact = len(self.tok) <= EXACT_KL_MAX_VOCAB
+        rows: list[dict] = read_metrics(out).to_dict("records") if start else []
+        self.rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop NaN fill of absent metrics
+        self.finished = False
+        self.bar = tqdm(total=c.steps, initial=start, desc=f"{c.preset} seed {c.seed}",
+                        disable=not c.progress, leave=False)  # fmt: skip
+
+    @property
+    def done(self) -> bool:
+        """Whether every training step of the config has been taken."""
+        return self.step_index >= self.config.steps
+
+    @property
+    def kl_coef(self) -> float:
+        """The KL coefficient the next step uses (the schedule's current value)."""
+        return self.kl_ctl.coef
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """The rows logged so far, one per step (and the final validation row once finished)."""
+        return pd.DataFrame(self.rows)
+
+    def step(self) -> dict:
+        """One training step: validation when due, then sample, score, fixed log-probs, advantages,
+        update, controllers, log. Returns the logged row."""
+        if self.done:
+            raise RuntimeError(
+                f"the run is done: all {self.config.steps} steps are taken; run() writes its summary"
+            )
+        c, step, model, device = self.config, self.step_index, self.model, self.device
+        objective, kl_ctl, ent_ctl, tau = self.objective, self.kl_ctl, self.ent_ctl, self.tau
         row: dict = {"step": step}
         if step % c.eval_every == 0:
             with autocast(device):
-                row.update(validate())
+                row.update(self.validate())
         t_step = time.perf_counter()  # validation is not part of the step's cost
         temperature = c.temperature * (tau().item() if tau is not None else 1.0)
 
         # 1. sample G completions per prompt and score them (TRL reward signature); with dynamic
         #    sampling, groups whose rewards are all equal are dropped and refilled from new prompts
-        sampler_model = sampler.weights(model)
-        batch = []
-        for round_ in range(c.dynamic_sampling_max_rounds + 1):
-            examples = task.batch(c.seed, step, c.prompts_per_step, round_)
-            scored = sample_and_score(sampler_model, model, tok, task, examples, c, temperature,
-                                      reward_funcs, reward_weights, generator, fault_gen, device)  # fmt: skip
-            if c.dynamic_sampling:
-                scored = scored.keep_groups(~zero_variance_groups(scored.rewards, c.group_size), c.group_size)
-            batch.append(scored)
-            if not c.dynamic_sampling or sum(len(b.prompts) for b in batch) >= c.batch_size:
-                break
-        else:
-            raise RuntimeError(
-                f"dynamic sampling found only {sum(len(b.prompts) for b in batch) // c.group_size} of "
-                f"{c.prompts_per_step} groups with reward variance after {c.dynamic_sampling_max_rounds} "
-                f"extra rounds at step {step}; raise dynamic_sampling_max_rounds or use an easier task"
-            )
-        scored = Scored.merge(batch, tok.pad_token_id).first(
-            c.batch_size
-        )  # refills beyond the batch are unused
-        rollout, rewards, per_func, completions = (
-            scored.rollout,
-            scored.rewards,
-            scored.per_func,
-            scored.completions,
-        )
+        scored, rounds = self._sample(step, temperature)
+        rollout, per_func, completions = scored.rollout, scored.per_func, scored.completions
         lengths = rollout.lengths  # (N,)
         rewards, length_stats = shape_length(
-            rewards, lengths, c.max_completion_length, c.length_penalty, c.length_norm_ref,
+            scored.rewards, lengths, c.max_completion_length, c.length_penalty, c.length_norm_ref,
             c.overlong_buffer, c.overlong_factor,
         )  # fmt: skip
         mask = rollout.completion_mask  # (N, T) tokens the policy produced
@@ -443,13 +516,15 @@ def train(
             elif objective.needs_old_logp:
                 old_logp, _ = fixed_logprobs(model, rollout, chunks, temperature, keep_logits=False)  # (N, T)
             if c.uses_reference:
-                with policy.as_reference() as ref:
+                with self.policy.as_reference() as ref:
                     ref_logp, ref_logsm = fixed_logprobs(
-                        ref, rollout, chunks, c.temperature, keep_logits=exact
+                        ref, rollout, chunks, c.temperature, keep_logits=self.exact
                     )
-            if prev_model is not None:
-                prev_logp, _ = fixed_logprobs(prev_model, rollout, chunks, temperature, keep_logits=False)
-                prev_model.load_state_dict(model.state_dict())  # next step's "previous" is this policy
+            if self.prev_model is not None:
+                prev_logp, _ = fixed_logprobs(
+                    self.prev_model, rollout, chunks, temperature, keep_logits=False
+                )
+                self.prev_model.load_state_dict(model.state_dict())  # next step's "previous" is this policy
         t_logprob = time.perf_counter()
 
         # 3. advantages (KL may be folded into the reward first), tricks on them, sequence weights,
@@ -458,7 +533,7 @@ def train(
             objective.reward_kl(old_logp, ref_logp, mask, kl_ctl.coef) if objective.kl_in_reward else None
         )
         credit = (
-            token_credit(task, completions, scored.answers, mask.shape[1], policy)
+            token_credit(self.task, completions, scored.answers, mask.shape[1], self.policy)
             if c.token_adv_mix > 0
             else None
         )
@@ -472,7 +547,7 @@ def train(
         entropy_coef = ent_ctl.coef if ent_ctl.active else 0.0
         if c.grad_cos_every and step % c.grad_cos_every == 0:  # diagnostic: do the loss terms pull apart?
             parts = {}
-            for name, weight in zip(per_func, reward_weights):
+            for name, weight in zip(per_func, self.reward_weights):
                 parts[f"policy:{name}"] = (
                     objective.advantages(weight * per_func[name], lengths, mask, None, None)[0],
                     0,
@@ -485,63 +560,24 @@ def train(
                 parts["kl"] = (torch.zeros_like(adv), kl_ctl.coef, 0.0)
             if entropy_coef:
                 parts["entropy"] = (torch.zeros_like(adv), 0.0, entropy_coef)
-            row.update(
-                gradient_cosines(model, params, rollout, chunks, temperature, objective, fixed, totals, parts)
-            )
+            row.update(gradient_cosines(
+                model, self.params, rollout, chunks, temperature, objective, fixed, totals, parts
+            ))  # fmt: skip
 
         # 4. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
         #    the normalizers are those of the whole batch, so the gradient does not depend on chunking
-        losses, grad_norms, t_fb, t_opt = [], [], 0.0, 0.0
-        for _ in range(c.num_iterations):
-            t0 = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = 0.0
-            logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
-            entropy_full = torch.zeros_like(mask)
-            exact_full = torch.zeros_like(mask) if ref_logsm is not None else None
-            for rows_ in chunks:
-                with autocast(device):
-                    logits = completion_logits(model, rollout.select(rows_), c.temperature)  # (n, T, V)
-                if tau is not None:
-                    logits = logits / tau()  # the trainable temperature gets its gradient here
-                logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows_])  # (n, T)
-                entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
-                loss = objective.loss(logp, entropy, fixed.select(rows_), totals, kl_ctl.coef, entropy_coef)
-                loss.backward()
-                loss_sum += loss.item()
-                logp_full[rows_] = logp.detach()
-                entropy_full[rows_] = entropy.detach()
-                if exact_full is not None:
-                    exact_full[rows_] = exact_kl(logits.detach(), ref_logsm[rows_])
-            t1 = time.perf_counter()
-            norm = torch.nn.utils.clip_grad_norm_(
-                params, c.max_grad_norm if c.max_grad_norm > 0 else math.inf
-            )
-            if not (math.isfinite(loss_sum) and torch.isfinite(norm)):
-                quantity = "loss" if not math.isfinite(loss_sum) else "gradient norm"
-                if not c.skip_nonfinite:
-                    raise FloatingPointError(
-                        f"non-finite {quantity} at step {step}; the weights were not updated "
-                        "(set skip_nonfinite=true to skip and count such steps instead)"
-                    )
-                optimizer.zero_grad(set_to_none=True)  # the weights never see a non-finite update
-                skipped += 1
-                break
-            optimizer.step()
-            losses.append(loss_sum)
-            grad_norms.append(float(norm))
-            t_fb, t_opt = t_fb + t1 - t0, t_opt + time.perf_counter() - t1
+        update = self._update(rollout, chunks, fixed, totals, entropy_coef, ref_logsm)
         t_train = time.perf_counter()
         if old_logp is None:  # one on-policy update: the policy just evaluated is the sampler's trainer twin
-            _, is_stats = objective.correction(logp_full, rollout.sampler_logp, mask)
+            _, is_stats = objective.correction(update.logp, rollout.sampler_logp, mask)
 
         # 5. controllers see this step's measurements and set the next step's coefficients
-        old_for_stats = old_logp if old_logp is not None else logp_full
-        row.update(objective.stats(logp_full, old_for_stats, ref_logp, adv, mask))
+        old_for_stats = old_logp if old_logp is not None else update.logp
+        row.update(objective.stats(update.logp, old_for_stats, ref_logp, adv, mask))
         row["kl/coef"] = kl_ctl.coef
         if ref_logp is not None:
             kl_ctl.update(row["kl"], step, c.steps)
-        entropy_now = float(masked_mean(entropy_full, mask))
+        entropy_now = float(masked_mean(update.entropy, mask))
         row["entropy/coef"] = entropy_coef
         ent_ctl.update(entropy_now)
 
@@ -552,10 +588,10 @@ def train(
             row[f"rewards/{name}/std"] = (
                 float(values[~values.isnan()].std()) if (~values.isnan()).sum() > 1 else 0.0
             )
-        if exact_full is not None:
-            row["kl/exact"] = float(masked_mean(exact_full, mask))
+        if update.exact_kl is not None:
+            row["kl/exact"] = float(masked_mean(update.exact_kl, mask))
         if prev_logp is not None:
-            row["kl/prev"] = float(masked_mean(objective.kl_prev_fn(logp_full, prev_logp), mask))
+            row["kl/prev"] = float(masked_mean(objective.kl_prev_fn(update.logp, prev_logp), mask))
         if kl_reward is not None:
             row["kl_reward/mean"] = float((kl_reward * mask).sum(-1).mean())
         row.update({k: float(v) for k, v in is_stats.items()})
@@ -564,11 +600,12 @@ def train(
         row.update(scored.fault_stats)
         row["sampling/kl_sampler_trainer"] = float(masked_mean(rollout.sampler_logp - old_for_stats, mask))
         if c.skip_nonfinite:
-            row["nonfinite/skipped_steps"] = skipped
+            row["nonfinite/skipped_steps"] = self.skipped
         if c.diversity_every and step % c.diversity_every == 0:
             row.update(diversity(completions, c.group_size))
         terminated = lengths[~rollout.truncated]
         fixed_passes = (old_logp, ref_logp, prev_logp)
+        losses, grad_norms = update.losses, update.grad_norms
         row.update({
             "entropy": entropy_now,
             "completions/mean_length": float(lengths.mean()),
@@ -580,14 +617,15 @@ def train(
             "advantages/abs_mean": float(masked_mean(adv.abs(), mask)),
             "loss": sum(losses) / len(losses) if losses else math.nan,
             "grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else math.nan,
-            "learning_rate": optimizer.param_groups[0]["lr"],
+            "learning_rate": self.optimizer.param_groups[0]["lr"],
             "sampling/temperature": temperature,
-            "sampling/rounds": len(batch),
+            "sampling/rounds": rounds,
             "sampling/dropped_groups": scored.dropped_groups,
+            "sampling/completions": len(rollout.truncated),
             "time/sample_s": t_sample - t_step,
             "time/logprob_s": t_logprob - t_sample,
-            "time/forward_backward_s": t_fb,
-            "time/optimizer_s": t_opt,
+            "time/forward_backward_s": update.t_forward_backward,
+            "time/optimizer_s": update.t_optimizer,
             "time/train_s": t_train - t_logprob,
             "time/step_s": time.perf_counter() - t_step,
             "cost/forward_passes": c.num_iterations + sum(x is not None for x in fixed_passes),
@@ -597,45 +635,220 @@ def train(
         })  # fmt: skip
         if tau is not None:
             row["temperature/learned"] = tau().item()
-        rows.append(row)
-        for callback in callbacks:
+        self._log(step, row, scored, rewards)
+        self.step_index = step + 1
+        return row
+
+    def run(self) -> pd.DataFrame:
+        """Step until done, validate a last time, write the summary; the metrics, one row per step."""
+        while not self.done:
+            self.step()
+        if not self.finished:
+            self._finish()
+        return self.metrics
+
+    def reconfigure(self, **changes: Any) -> Config:
+        """Change live fields (`LIVE_FIELDS`) between steps; the next step uses the new values, and
+        the change is recorded in `events` (and the run's events.jsonl). The new config is validated
+        like any other: a bad value, or a field that needs a new run, raises ValueError and changes
+        nothing. A kl_coef set live is the coefficient of the next step whatever the schedule; the
+        schedule continues from it (a linear one then runs from it to kl_coef_final over the steps
+        left). Switching the KL on in a run started without it loads the reference: the weights the
+        run started from, as if the KL had been on from the start. Returns the new config."""
+        if self.finished:
+            raise RuntimeError("the run is finished (its summary is written); start a new Trainer")
+        unknown = sorted(set(changes) - set(field_names()))
+        if unknown:
+            raise ValueError(
+                f"unknown config field(s) {unknown}; fields that change live: {', '.join(LIVE_FIELDS)}"
+            )
+        frozen = sorted(set(changes) - set(LIVE_FIELDS))
+        if frozen:
+            raise ValueError(
+                f"{frozen} cannot change during a run (start a new Trainer for that); "
+                f"fields that change live: {', '.join(LIVE_FIELDS)}"
+            )
+        new = self.config.replace(**changes)  # a bad value raises here, before anything changes
+        diff = {k: [getattr(self.config, k), getattr(new, k)] for k in changes}
+        diff = {k: v for k, v in diff.items() if v[0] != v[1]}
+        if not diff:
+            return self.config
+        self._apply(new)
+        if "kl_coef" in diff:  # the next step uses it; the schedule restarts from it
+            self.kl_ctl.coef = new.kl_coef
+            self.kl_ctl.params = dataclasses.replace(
+                self.kl_ctl.params, initial=new.kl_coef, start_step=self.step_index
+            )
+        event = {"step": self.step_index, "event": "reconfigure", "changes": diff}
+        self.events.append(event)
+        if self.writer is not None:
+            with open(self.out / EVENTS, "a") as f:
+                f.write(json.dumps(event) + "\n")
+        return new
+
+    def _apply(self, new: Config) -> None:
+        """Make `new` the current config: objective, reference, schedule parameters, learning rate."""
+        if new.uses_reference and not self.policy.lora and self.policy.reference is None:
+            self.policy.reference = self._load_reference(new)  # may fail: before anything else changes
+        self.config = new
+        self.objective = Objective(new)
+        self.kl_ctl.params = dataclasses.replace(self.kl_ctl.params, batch_size=new.batch_size)
+        self.optimizer.param_groups[0]["lr"] = new.learning_rate  # group 0 holds the model's weights
+
+    def _load_reference(self, c: Config) -> torch.nn.Module:
+        """The weights the run started from, frozen: the reference a run with the KL on would have."""
+        start = load_policy(c.model, c.task, c.task_digits or None, self.device, need_reference=False)
+        return start.model.eval().requires_grad_(False)
+
+    def _sample(self, step: int, temperature: float) -> tuple[Scored, int]:
+        """This step's scored batch and the number of sampling rounds it took. With dynamic sampling,
+        groups whose rewards are all equal are dropped and refilled from new prompts."""
+        c = self.config
+        sampler_model = self.sampler.weights(self.model)
+        batch = []
+        for round_ in range(c.dynamic_sampling_max_rounds + 1):
+            examples = self.task.batch(c.seed, step, c.prompts_per_step, round_)
+            scored = sample_and_score(
+                sampler_model, self.model, self.tok, self.task, examples, c, temperature,
+                self.reward_funcs, self.reward_weights, self.generator, self.fault_gen, self.device,
+            )  # fmt: skip
+            if c.dynamic_sampling:
+                scored = scored.keep_groups(~zero_variance_groups(scored.rewards, c.group_size), c.group_size)
+            batch.append(scored)
+            if not c.dynamic_sampling or sum(len(b.prompts) for b in batch) >= c.batch_size:
+                break
+        else:
+            raise RuntimeError(
+                f"dynamic sampling found only {sum(len(b.prompts) for b in batch) // c.group_size} of "
+                f"{c.prompts_per_step} groups with reward variance after {c.dynamic_sampling_max_rounds} "
+                f"extra rounds at step {step}; raise dynamic_sampling_max_rounds or use an easier task"
+            )
+        merged = Scored.merge(batch, self.tok.pad_token_id).first(c.batch_size)  # refills beyond are unused
+        return merged, len(batch)
+
+    def _update(
+        self,
+        rollout: Rollout,
+        chunks: list[Tensor],
+        fixed: StepTensors,
+        totals: BatchTotals,
+        entropy_coef: float,
+        ref_logsm: Tensor | None,
+    ) -> Update:
+        """num_iterations passes of gradient accumulation over the micro-batches, each followed by a
+        clipped optimizer step; a non-finite loss or gradient stops the run or, with skip_nonfinite,
+        skips the update (counted)."""
+        c, model, tau = self.config, self.model, self.tau
+        mask = rollout.completion_mask  # (N, T)
+        losses, grad_norms, t_fb, t_opt = [], [], 0.0, 0.0
+        logp_full = entropy_full = exact_full = None
+        for _ in range(c.num_iterations):
+            t0 = time.perf_counter()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss_sum = 0.0
+            logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
+            entropy_full = torch.zeros_like(mask)
+            exact_full = torch.zeros_like(mask) if ref_logsm is not None else None
+            for rows_ in chunks:
+                with autocast(self.device):
+                    logits = completion_logits(model, rollout.select(rows_), c.temperature)  # (n, T, V)
+                if tau is not None:
+                    logits = logits / tau()  # the trainable temperature gets its gradient here
+                logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows_])  # (n, T)
+                entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
+                loss = self.objective.loss(
+                    logp, entropy, fixed.select(rows_), totals, self.kl_ctl.coef, entropy_coef
+                )
+                loss.backward()
+                loss_sum += loss.item()
+                logp_full[rows_] = logp.detach()
+                entropy_full[rows_] = entropy.detach()
+                if exact_full is not None:
+                    exact_full[rows_] = exact_kl(logits.detach(), ref_logsm[rows_])
+            t1 = time.perf_counter()
+            norm = torch.nn.utils.clip_grad_norm_(
+                self.params, c.max_grad_norm if c.max_grad_norm > 0 else math.inf
+            )
+            if not (math.isfinite(loss_sum) and torch.isfinite(norm)):
+                quantity = "loss" if not math.isfinite(loss_sum) else "gradient norm"
+                if not c.skip_nonfinite:
+                    raise FloatingPointError(
+                        f"non-finite {quantity} at step {self.step_index}; the weights were not updated "
+                        "(set skip_nonfinite=true to skip and count such steps instead)"
+                    )
+                self.optimizer.zero_grad(set_to_none=True)  # the weights never see a non-finite update
+                self.skipped += 1
+                break
+            self.optimizer.step()
+            losses.append(loss_sum)
+            grad_norms.append(float(norm))
+            t_fb, t_opt = t_fb + t1 - t0, t_opt + time.perf_counter() - t1
+        return Update(losses, grad_norms, logp_full, entropy_full, exact_full, t_fb, t_opt)
+
+    def _log(self, step: int, row: dict, scored: Scored, rewards: Tensor) -> None:
+        """Hand the row to the callbacks and the run log; example completions and the checkpoint
+        when due."""
+        c = self.config
+        self.rows.append(row)
+        for callback in self.callbacks:
             callback.on_step(step, row)
-        if writer is not None:
-            writer.log(row)
+        if self.writer is not None:
+            self.writer.log(row)
             if step % c.samples_every == 0:
-                shown = zip(scored.prompts, completions, rewards.tolist(), rollout.truncated.tolist())
-                writer.samples(step, [
+                shown = zip(
+                    scored.prompts, scored.completions, rewards.tolist(), scored.rollout.truncated.tolist()
+                )
+                self.writer.samples(step, [
                     {"prompt": p, "completion": s, "reward": r, "truncated": t}
                     for p, s, r, t in list(shown)[: c.samples_per_log]
                 ])  # fmt: skip
-        if writer is not None and c.checkpoint_every and (step + 1) % c.checkpoint_every == 0:
-            checkpoint.save(out, {
+        if self.writer is not None and c.checkpoint_every and (step + 1) % c.checkpoint_every == 0:
+            checkpoint.save(self.out, {
                 "step": step + 1,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "tau": tau.state_dict() if tau is not None else None,
-                "prev_model": prev_model.state_dict() if prev_model is not None else None,
-                "sampler_history": list(sampler.history),
-                "kl_ctl": (kl_ctl.coef, kl_ctl.triggered),
-                "ent_ctl": (ent_ctl.coef, ent_ctl.active),
-                "rng": checkpoint.rng_states(generator, fault_gen),
-                "skipped": skipped,
+                "config": c.to_dict(),
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "tau": self.tau.state_dict() if self.tau is not None else None,
+                "prev_model": self.prev_model.state_dict() if self.prev_model is not None else None,
+                "sampler_history": list(self.sampler.history),
+                "kl_ctl": (self.kl_ctl.coef, self.kl_ctl.triggered),
+                "kl_params": dataclasses.asdict(self.kl_ctl.params),
+                "ent_ctl": (self.ent_ctl.coef, self.ent_ctl.active),
+                "rng": checkpoint.rng_states(self.generator, self.fault_gen),
+                "skipped": self.skipped,
             })  # fmt: skip
-        bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
+        self.bar.update(1)
+        self.bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
 
-    with autocast(device):
-        final = {"step": c.steps, **validate()}
-    rows.append(final)
-    metrics = pd.DataFrame(rows)
-    summary = summarize(metrics, model)
-    summary["findings"] = [dataclasses.asdict(f) for f in diagnose(metrics, config=c.to_dict())]
-    for callback in callbacks:
-        callback.on_step(c.steps, final)
-        callback.on_end(summary)
-    if writer is not None:
-        writer.log(final)
-        writer.finish(summary)
-    return metrics
+    def _finish(self) -> None:
+        """The final validation row, the summary with its diagnostics, and the end of the run log."""
+        c = self.config
+        self.bar.close()
+        with autocast(self.device):
+            final = {"step": c.steps, **self.validate()}
+        self.rows.append(final)
+        metrics = self.metrics
+        summary = summarize(metrics, self.model)
+        summary["findings"] = [dataclasses.asdict(f) for f in diagnose(metrics, config=c.to_dict())]
+        for callback in self.callbacks:
+            callback.on_step(c.steps, final)
+            callback.on_end(summary)
+        if self.writer is not None:
+            self.writer.log(final)
+            self.writer.finish(summary)
+        self.finished = True
+
+
+def train(
+    config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = (), resume: bool = False
+) -> pd.DataFrame:
+    """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
+    With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json,
+    and checkpoint.pt every `checkpoint_every` steps). `resume` continues an interrupted run from its
+    last checkpoint and gives the same metrics, step for step, as an uninterrupted run.
+    Each callback's `on_step(step, row)` sees every logged row as it is written (live tracking).
+    `Trainer` is the same run one step at a time, with live changes between steps."""
+    return Trainer(config, out, callbacks, resume).run()
 
 
 def summarize(metrics: pd.DataFrame, model: torch.nn.Module) -> dict:

@@ -29,6 +29,8 @@ class KLScheduleParams:
     """proportional: horizon in samples (Ziegler et al.)"""
     batch_size: int
     """samples per step (the proportional controller's n_steps)"""
+    start_step: int = 0
+    """linear: the step it starts from at `initial` (a coefficient set during the run restarts it there)"""
 
 
 KLSchedule = Callable[[float, float, int, int, KLScheduleParams], float]
@@ -43,8 +45,11 @@ def fixed(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) ->
 
 @KL_SCHEDULES.register("linear")
 def linear(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
-    """Linear decay (or growth) from the initial to the final coefficient over the run."""
-    return p.initial + (p.final - p.initial) * min(step + 1, steps) / max(steps, 1)
+    """Linear decay (or growth) from the initial to the final coefficient, from the start step to the
+    last step."""
+    return p.initial + (p.final - p.initial) * (min(step + 1, steps) - p.start_step) / max(
+        steps - p.start_step, 1
+    )
 
 
 @KL_SCHEDULES.register("threshold")
