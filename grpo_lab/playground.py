@@ -1,0 +1,352 @@
+"""The live playground of notebook 10: widgets for the live config fields, a Train button and a plot of
+reward, KL and clip rate that follows the run as it trains. A widget change is handed to the trainer
+(`Trainer.reconfigure`) before its next step, so it takes effect without restarting the run."""
+
+import html
+import io
+import math
+import time
+from typing import Any
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from grpo_lab import objective, presets
+from grpo_lab.config import Config
+from grpo_lab.profiles import Profile
+from grpo_lab.trainer import Trainer
+
+PLOTTED = {
+    "reward": ("training reward", "mean reward per completion"),
+    "kl": ("KL to reference", "KL (nats per token)"),
+    "clip_ratio/region_mean": ("clip rate", "fraction of tokens clipped"),
+}
+"""metric -> (panel title, y-axis label), TRL's metric names"""
+
+KL_COEF_KEY = "kl/coef"
+"""the logged KL coefficient of a step: what the step actually used (after any schedule)"""
+
+CHANGE_COLORS = ("tab:red", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
+"""colors of the lines marking setting changes (the data are blue)"""
+
+MAX_LEGEND = 6
+"""setting changes listed under the plot (the latest ones)"""
+
+CSS = {
+    "kl_coef": "grpo-kl-slider",
+    "train": "grpo-train",
+    "coef_in_use": "grpo-kl-coef",
+    "plot": "grpo-plot",
+    "status": "grpo-status",
+}
+"""stable CSS classes of the widgets a browser test (or a user's stylesheet) looks for"""
+
+
+def _log_slider(value: float, lo: float, hi: float, fmt: str, description: str) -> widgets.FloatLogSlider:
+    """A base-10 log slider over [lo, hi] widened to hold `value`, 10 steps per decade."""
+    lo_exp = math.floor(min(math.log10(lo), math.log10(value)))
+    hi_exp = math.ceil(max(math.log10(hi), math.log10(value)))
+    return widgets.FloatLogSlider(
+        value=value,
+        base=10,
+        min=lo_exp,
+        max=hi_exp,
+        step=0.1,
+        readout_format=fmt,
+        description=description,
+        continuous_update=False,
+    )
+
+
+def controls(config: Config) -> dict[str, widgets.ValueWidget]:
+    """One widget per live config field, starting at the config's values."""
+    if config.kl_coef <= 0:
+        raise ValueError(
+            f"the playground's KL slider is logarithmic and cannot show kl_coef={config.kl_coef}; "
+            "start from kl_coef > 0 (switch the KL off with the placement 'off' instead)"
+        )
+    style = {"description_width": "9em"}
+    made = {
+        "kl_coef": _log_slider(config.kl_coef, 1e-3, 1.0, ".3g", "KL coef β"),
+        "kl_estimator": widgets.Dropdown(
+            options=objective.KL_ESTIMATORS.names(), value=config.kl_estimator, description="KL estimator"
+        ),
+        "kl_placement": widgets.Dropdown(
+            options=objective.KL_PLACEMENTS.names(), value=config.kl_placement, description="KL placement"
+        ),
+        "eps_low": widgets.FloatSlider(
+            value=config.eps_low,
+            min=0.0,
+            max=max(0.5, config.eps_low),
+            step=0.01,
+            description="clip ε low",
+            continuous_update=False,
+        ),
+        "eps_high": widgets.FloatSlider(
+            value=config.eps_high,
+            min=0.0,
+            max=max(1.0, config.eps_high),
+            step=0.01,
+            description="clip ε high",
+            continuous_update=False,
+        ),
+        "temperature": widgets.FloatSlider(
+            value=config.temperature,
+            min=0.1,
+            max=max(2.0, config.temperature),
+            step=0.05,
+            description="temperature",
+            continuous_update=False,
+        ),
+        "learning_rate": _log_slider(config.learning_rate, 1e-6, 1e-3, ".1e", "learning rate"),
+        "group_size": widgets.IntSlider(
+            value=config.group_size,
+            min=2,
+            max=max(16, config.group_size),
+            description="group size G",
+            continuous_update=False,
+        ),
+    }
+    for widget in made.values():
+        widget.style = style
+    made["kl_coef"].add_class(CSS["kl_coef"])
+    return made
+
+
+def _position(widget: widgets.ValueWidget, value: float) -> float:
+    """Where `value` sits on a slider's scale (the exponent, for a log slider)."""
+    if isinstance(widget, widgets.FloatLogSlider):
+        return math.log(value, widget.base) if value > 0 else -math.inf
+    return value
+
+
+def _value(widget: widgets.ValueWidget, position: float) -> float:
+    """The value at a position of a slider's scale."""
+    return widget.base**position if isinstance(widget, widgets.FloatLogSlider) else position
+
+
+def _format_value(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _format_change(changes: dict) -> str:
+    """'kl_coef 0.04 → 0.2, group_size 8 → 4' from {field: (old, new)}."""
+    return ", ".join(f"{k} {_format_value(old)} → {_format_value(new)}" for k, (old, new) in changes.items())
+
+
+def changes_by_step(events: list[dict]) -> dict[int, dict[str, tuple]]:
+    """The trainer's reconfigure events merged per step: {step: {field: (value before, value used)}};
+    a field changed back to its value before is left out."""
+    merged: dict[int, dict[str, tuple]] = {}
+    for event in events:
+        if event["event"] != "reconfigure":
+            continue
+        fields = merged.setdefault(event["step"], {})
+        for name, (old, new) in event["changes"].items():
+            fields[name] = (fields.get(name, (old,))[0], new)
+    return {
+        at: {k: v for k, v in fields.items() if v[0] != v[1]}
+        for at, fields in sorted(merged.items())
+        if any(v[0] != v[1] for v in fields.values())
+    }
+
+
+class Playground:
+    """Widgets that steer a live `Trainer`: every control maps to a live config field and is handed to
+    `trainer.reconfigure` as soon as it moves (an invalid combination shows its error in the status
+    line and is retried before the next step); `train(k)`, what the Train button calls, runs k steps
+    and redraws the plot as it goes. `history` holds the rows logged here; the trainer's `events`
+    every change. Display the playground by leaving it last in a cell."""
+
+    def __init__(
+        self, trainer: Trainer, steps_per_click: int = 2, redraw_every_s: float = 1.0, dpi: int = 80
+    ) -> None:
+        if steps_per_click < 1:
+            raise ValueError(f"steps_per_click must be >= 1, got {steps_per_click}")
+        self.trainer = trainer
+        self.history: list[dict] = []
+        self.redraw_every_s = redraw_every_s
+        """the plot is redrawn after a step when this long has passed since the last redraw (a redraw
+        costs about as much as a step on the embedded model), and always after the last step"""
+        self.dpi = dpi
+        self.controls = controls(trainer.config)
+        self.steps_per_click = widgets.IntSlider(
+            value=steps_per_click,
+            min=1,
+            max=max(20, steps_per_click),
+            description="steps per click",
+            style={"description_width": "9em"},
+        )
+        self.button = widgets.Button(description="Train", button_style="primary", icon="play")
+        self.button.add_class(CSS["train"])
+        self.coef_in_use = widgets.HTML(value="–", description="β in use", style={"description_width": "9em"})
+        self.coef_in_use.add_class(CSS["coef_in_use"])
+        self.status = widgets.HTML(value="no steps yet")
+        self.status.add_class(CSS["status"])
+        self.figure = Figure(figsize=(11.0, 3.4), layout="constrained")
+        self.axes = self.figure.subplots(1, len(PLOTTED))
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="1100px"))
+        self.plot.add_class(CSS["plot"])
+        left = widgets.VBox([*self.controls.values(), self.steps_per_click])
+        right = widgets.VBox([self.coef_in_use, self.button, self.status])
+        self.view = widgets.VBox([widgets.HBox([left, right]), self.plot])
+        """the whole playground: controls on the left, the coefficient in use, the button; the plot below"""
+        self._quiet = False
+        self._drawn_at = 0.0
+        for widget in self.controls.values():
+            widget.observe(self._on_change, names="value")
+        self.button.on_click(self._on_click)
+        self.redraw()
+
+    @property
+    def pending(self) -> dict:
+        """The controls whose value differs from the trainer's current config."""
+        config = self.trainer.config
+        return {k: w.value for k, w in self.controls.items() if w.value != getattr(config, k)}
+
+    def apply(self) -> dict:
+        """Hand the pending changes to the trainer; return them as {field: (old, new)}. Raises the
+        trainer's ValueError when the combination is invalid (the trainer is then left unchanged)."""
+        before, changes = self.trainer.config, self.pending
+        if changes:
+            self.trainer.reconfigure(**changes)
+        return {k: (getattr(before, k), v) for k, v in changes.items()}
+
+    def set(self, **values: Any) -> dict:
+        """Move controls as a user would (`set(kl_coef=0.1)`), then apply them together; return the
+        changes as {field: (old, new)}. A value outside a control's range is refused (a widget would
+        silently clamp it)."""
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise ValueError(f"no control for {unknown}; valid: {', '.join(self.controls)}")
+        for name, value in values.items():
+            widget = self.controls[name]
+            options = getattr(widget, "options", None)
+            if options is not None and value not in options:
+                raise ValueError(f"{name}={value!r} is not a choice; valid: {', '.join(options)}")
+            if options is None and not widget.min <= _position(widget, value) <= widget.max:
+                bounds = (_value(widget, widget.min), _value(widget, widget.max))
+                raise ValueError(
+                    f"{name}={value} is outside the control's range [{bounds[0]:g}, {bounds[1]:g}]"
+                )
+        self._quiet = True  # one reconfiguration for the whole set, not one per control
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._quiet = False
+        changes = self.apply()
+        self._announce(changes)
+        return changes
+
+    def train(self, steps: int | None = None) -> list[dict]:
+        """Apply the pending changes, then run `steps` steps (default: the steps-per-click control);
+        return their rows. The coefficient in use and the status follow every step, the plot every
+        `redraw_every_s`. Stops early when the trainer's step budget is spent."""
+        self.apply()
+        rows = []
+        for _ in range(self.steps_per_click.value if steps is None else steps):
+            if self.trainer.done:
+                break
+            rows.append(self.trainer.step())
+            self.history.append(rows[-1])
+            self._refresh_labels()
+            if time.perf_counter() - self._drawn_at >= self.redraw_every_s:
+                self.redraw()
+        self.redraw()
+        return rows
+
+    def redraw(self) -> None:
+        """Redraw the plot from the history, with a dashed line before each step that ran with changed
+        settings and, under the panels, what changed there."""
+        steps = [row["step"] for row in self.history]
+        changed = {
+            at: fields
+            for at, fields in changes_by_step(self.trainer.events).items()
+            if steps and steps[0] < at <= steps[-1]
+        }
+        colors = {at: CHANGE_COLORS[i % len(CHANGE_COLORS)] for i, at in enumerate(changed)}
+        for legend in list(self.figure.legends):
+            legend.remove()
+        for ax, (metric, (title, ylabel)) in zip(self.axes, PLOTTED.items()):
+            ax.clear()
+            values = [row.get(metric, math.nan) for row in self.history]
+            ax.plot(steps, values, marker="o", markersize=3, lw=1.5, color="tab:blue")
+            for at, fields in changed.items():
+                ax.axvline(
+                    at - 0.5, color=colors[at], ls="--", lw=1.2, label=f"step {at}: {_format_change(fields)}"
+                )
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel("step")
+            ax.set_ylabel(ylabel)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+        if changed:
+            handles, labels = self.axes[0].get_legend_handles_labels()
+            shown = slice(-MAX_LEGEND, None)  # the latest changes; older lines stay drawn
+            self.figure.legend(handles[shown], labels[shown], loc="outside lower center", ncols=2, fontsize=8,
+                               title="settings changed before", title_fontsize=8)  # fmt: skip
+        config = self.trainer.config
+        self.figure.suptitle(
+            f"playground: {config.preset} on {config.task}, one run (seed {config.seed})", fontsize=11
+        )
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=self.dpi)
+        self.plot.value = buffer.getvalue()
+        self._drawn_at = time.perf_counter()
+
+    def _refresh_labels(self) -> None:
+        last = self.history[-1]
+        self.coef_in_use.value = f"{last[KL_COEF_KEY]:.3g}"
+        self.status.value = html.escape(
+            f"step {last['step']} · reward {last['reward']:.3f} · KL {last.get('kl', math.nan):.4f}"
+            f" · clip rate {last.get('clip_ratio/region_mean', math.nan):.3f}"
+        )
+
+    def _announce(self, changes: dict) -> None:
+        if changes:
+            self.status.value = html.escape(f"next step uses {_format_change(changes)}")
+
+    def _show_error(self, error: Exception) -> None:
+        self.status.value = (
+            f'<span style="color:#b00020">{html.escape(f"{type(error).__name__}: {error}")}</span>'
+        )
+
+    def _on_change(self, _change: dict) -> None:
+        if self._quiet:
+            return
+        try:
+            self._announce(self.apply())
+        except ValueError as error:
+            self._show_error(error)
+
+    def _on_click(self, _button: widgets.Button) -> None:
+        self.button.disabled = True
+        try:
+            self.train()
+        except Exception as error:  # a callback's exception would only reach the log; show it instead
+            self._show_error(error)
+        finally:
+            self.button.disabled = False
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        return self.view._repr_mimebundle_(**kwargs)
+
+
+def playground(
+    settings: Profile, preset: str = "grpo", seed: int = 0, steps_per_click: int = 2, **changes: Any
+) -> Playground:
+    """A playground on the embedded model, sized by a notebook profile: a trainer with room for many
+    clicks, validation only at the start (the plot shows training metrics), no run directory.
+    `changes` are config fields set at the start (any field, live or not)."""
+    config = presets.preset(
+        preset,
+        seed=seed,
+        steps=10_000,
+        eval_every=10_000,
+        val_size=settings.val_size,
+        progress=False,
+        **changes,
+    )
+    return Playground(Trainer(config), steps_per_click=steps_per_click)
