@@ -8,6 +8,7 @@ from torch import Tensor
 
 from grpo_lab import objective as obj
 from grpo_lab.config import Config
+from grpo_lab.objective.groups import Groups, padded, per_row, prompt_balance
 from grpo_lab.tricks import KL_TOKEN_WEIGHTS, batch_normalize, clip_advantages, top_entropy_mask
 
 
@@ -100,33 +101,51 @@ class Objective:
         mask: Tensor,
         kl_reward: Tensor | None,
         token_credit: Tensor | None,
+        groups: Groups | None = None,
     ) -> tuple[Tensor, dict[str, float]]:
         """Sequence advantages from the scalar rewards (N,), spread over tokens and mixed with the
         token-level reward-to-go (scheme B): (N, T). A KL penalty in the reward (N, T) is summed into
         the outcome and also enters the reward-to-go; the task's token credit enters only the latter.
         Unscored rows (NaN reward) get advantage 0. The advantage tricks (batch normalization on top
-        of the group's, clipping) apply here."""
+        of the group's, clipping) apply here. `groups`: ragged group sizes (B,) when dynamic group
+        size made them so (default: group_size each)."""
         c = self.config
+        groups = c.group_size if groups is None else groups
         unscored = rewards.isnan()  # (N,)
         if kl_reward is not None:
             rewards = rewards + (kl_reward * mask).sum(-1)  # (N,)
-        filled = torch.where(unscored, _group_nanmean(rewards, c.group_size), rewards)  # (N,)
-        seq_adv = self.advantage_fn(filled, c.group_size, lengths, c.adv_eps).masked_fill(
-            unscored, 0.0
-        )  # (N,)
+        filled = torch.where(unscored, _group_nanmean(rewards, groups), rewards)  # (N,)
+        seq_adv = self.advantage_fn(filled, groups, lengths, c.adv_eps).masked_fill(unscored, 0.0)  # (N,)
         if c.adv_batch_norm:
             seq_adv = batch_normalize(seq_adv, c.adv_eps)
         parts = [t for t in (kl_reward, token_credit) if t is not None]
         token_rewards = sum(parts[1:], parts[0]) if parts else None  # (N, T)
-        adv = obj.token_advantages(seq_adv, token_rewards, mask, c.group_size, c.token_adv_mix, c.adv_eps)
+        adv = obj.token_advantages(seq_adv, token_rewards, mask, groups, c.token_adv_mix, c.adv_eps)
         stats = {}
         if c.adv_clip > 0:
             adv, stats["advantages/clipped_frac"] = clip_advantages(adv, c.adv_clip)
         return adv, stats
 
-    def sequence_weights(self, lengths: Tensor, rewards: Tensor) -> Tensor:
-        """Scheme B loss coefficients per sequence: (N,)."""
-        return self.seq_weight_fn(lengths, rewards.nan_to_num(0.0), self.config.group_size)
+    def sequence_weights(self, lengths: Tensor, rewards: Tensor, groups: Groups | None = None) -> Tensor:
+        """Loss coefficients per sequence, mean 1: (N,). Scheme B's (`seq_weight`), times, for ragged
+        groups (B,), the prompt balance (N / B) / n_g that gives every prompt the same total weight
+        whatever its group size (`objective.groups.prompt_balance`)."""
+        groups = self.config.group_size if groups is None else groups
+        weights = self.seq_weight_fn(lengths, rewards.nan_to_num(0.0), groups)  # (N,)
+        if isinstance(groups, int):
+            return weights
+        balanced = weights * prompt_balance(groups, len(weights)).to(weights)  # (N,)
+        return balanced * len(balanced) / balanced.sum().clamp(min=1e-12)
+
+    def totals(self, mask: Tensor, groups: Groups | None = None) -> obj.BatchTotals:
+        """The whole batch's normalizers from its loss mask (N, T). With ragged groups (B,) every row
+        counts with its prompt balance, like its loss: then a prompt whose completions are repeated k
+        times weighs exactly what one copy weighs, under every normalized aggregation."""
+        groups = self.config.group_size if groups is None else groups
+        max_len = self.config.max_completion_length
+        if isinstance(groups, int):
+            return obj.BatchTotals.of(mask, max_len)
+        return obj.BatchTotals.of(mask, max_len, prompt_balance(groups, mask.shape[0]).to(mask))
 
     def correction(
         self, old_logp: Tensor, sampler_logp: Tensor, mask: Tensor
@@ -180,8 +199,9 @@ class Objective:
         return out
 
 
-def _group_nanmean(x: Tensor, group_size: int) -> Tensor:
+def _group_nanmean(x: Tensor, groups: Groups) -> Tensor:
     """Each row's group mean over the non-NaN rows (0 for an all-NaN group): (N,)."""
-    g = x.view(-1, group_size)  # (N/G, G)
-    mean = g.nanmean(dim=1, keepdim=True).nan_to_num(0.0)  # (N/G, 1)
-    return mean.expand_as(g).reshape(-1)
+    g, rows = padded(x, groups)  # (B, G)
+    scored = rows * ~g.isnan()  # (B, G)
+    mean = obj.masked_mean(g.nan_to_num(0.0), scored, dim=-1)  # (B,)
+    return per_row(mean, groups)

@@ -169,6 +169,10 @@ class Config:
     """dynamic sampling: extra generation rounds allowed per step before it stops with an error"""
     temperature_jitter: float = 0.0
     """sampling temperature noise per group: T x (1 + U(-j, j)); 0 disables"""
+    dynamic_group_size: bool = False
+    """grow each group whose rewards are all equal by group_size completions a round, up to group_size_max"""
+    group_size_max: int = 16
+    """dynamic group size: the most completions one prompt's group can grow to"""
 
     # --- fault injection (faults.py): composable, seeded, logged under fault/ ---
     fault_reward_sigma: float = 0.0
@@ -210,7 +214,7 @@ class Config:
 
     # --- derived, computed once ---
     batch_size: int = field(init=False)
-    """completions per step: prompts_per_step x group_size"""
+    """completions per step: prompts_per_step x group_size (before any growth, with dynamic group size)"""
     uses_reference: bool = field(init=False)
     """whether anything needs reference log-probs (KL on with a nonzero coefficient)"""
 
@@ -483,6 +487,17 @@ def _validate_tricks(c: Config) -> None:
     _check(
         not (c.dynamic_sampling and c.group_size < 2),
         "incompatible switches: dynamic_sampling needs group_size >= 2 (a group of one never has variance)",
+    )
+    _check(c.group_size_max >= 1, f"group_size_max must be >= 1, got {c.group_size_max}")
+    _check(
+        not c.dynamic_group_size or c.group_size_max > c.group_size,
+        f"dynamic_group_size needs group_size_max > group_size (groups grow from group_size up to "
+        f"group_size_max), got group_size_max {c.group_size_max} and group_size {c.group_size}",
+    )
+    _check(
+        not (c.dynamic_group_size and c.fault_group_fraction < 1),
+        "incompatible switches: dynamic_group_size and fault_group_fraction < 1 (reward noise picks its "
+        "groups per sampling round, so it would hit only part of a grown group); use fault_group_fraction 1",
     )
     _check(
         c.entropy_target == 0 or c.entropy_coef > 0,

@@ -129,6 +129,7 @@ TRICKS: dict[str, dict[str, Any]] = {
     "adaptive_entropy": {"entropy_coef": 0.001, "entropy_target": 0.3},
     "top_entropy": {"top_entropy_frac": 0.8},
     "dynamic_sampling": {"dynamic_sampling": True},
+    "dynamic_group_size": {"dynamic_group_size": True},
     "temperature_noise": {"temperature_jitter": 0.1},
 }
 """Each training trick as the config fields that switch it on; off is grpo's value of those fields.

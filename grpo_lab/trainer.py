@@ -30,6 +30,7 @@ from grpo_lab.models.loading import Policy, load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
 from grpo_lab.models.sampler import Rollout, concat, sample
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
+from grpo_lab.objective.groups import Groups, padded
 from grpo_lab.rewards import score
 from grpo_lab.runlog import RunWriter, environment, read_config, read_jsonl, read_metrics, write_text_atomic
 from grpo_lab.tasks import Task, make_task
@@ -40,6 +41,7 @@ from grpo_lab.tricks import (
     LearnableTemperature,
     group_temperatures,
     shape_length,
+    still_uniform,
     zero_variance_groups,
 )
 
@@ -103,10 +105,13 @@ def token_credit(
     return torch.tensor(rows)
 
 
-def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
-    """TRL's reward metrics: `reward`, `reward_std` (mean within-group std), `frac_reward_zero_std`."""
-    g = rewards.nan_to_num(0.0).view(-1, group_size)  # (B, G)
-    std = g.std(dim=1) if group_size > 1 else torch.zeros(g.shape[0])  # (B,)
+def group_stats(rewards: Tensor, groups: Groups) -> dict[str, float]:
+    """TRL's reward metrics: `reward`, `reward_std` (mean within-group unbiased std),
+    `frac_reward_zero_std`; groups may be ragged."""
+    g, m = padded(rewards.nan_to_num(0.0), groups)  # (B, G)
+    n = m.sum(-1)  # (B,)
+    mean = masked_mean(g, m, dim=-1)  # (B,)
+    std = (((g - mean[:, None]) ** 2 * m).sum(-1) / (n - 1).clamp(min=1)).sqrt()  # (B,) 0 for G = 1
     return {
         "reward": float(rewards.nanmean()),
         "reward_std": float(std.mean()),
@@ -116,7 +121,8 @@ def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
 
 @dataclasses.dataclass
 class Scored:
-    """Sampled completions with their rewards (one or several sampling rounds)."""
+    """Sampled completions with their rewards (one or several sampling rounds), in groups: the rows
+    of one prompt are contiguous, `group_sizes` says how many each prompt has."""
 
     rollout: Rollout
     rewards: Tensor
@@ -126,12 +132,22 @@ class Scored:
     completions: list[str]
     prompts: list[str]
     answers: list[str]
+    group_sizes: Tensor
+    """(B,) completions of each prompt"""
     sampled_tokens: int
     """completion tokens generated, kept or not (the sampling cost)"""
     dropped_groups: int = 0
     fault_stats: dict[str, float] = dataclasses.field(default_factory=dict)
 
-    def select(self, rows: Tensor) -> "Scored":
+    @property
+    def groups(self) -> Groups:
+        """The group layout for the objective: one int when every group has the same size (the
+        equal-groups code path), else the sizes (B,)."""
+        sizes = self.group_sizes
+        return int(sizes[0]) if bool((sizes == sizes[0]).all()) else sizes
+
+    def take(self, rows: Tensor, group_sizes: Tensor) -> "Scored":
+        """These rows, in this order, forming groups of these sizes."""
         idx = rows.tolist()
         return Scored(
             self.rollout.select(rows),
@@ -140,19 +156,36 @@ class Scored:
             [self.completions[i] for i in idx],
             [self.prompts[i] for i in idx],
             [self.answers[i] for i in idx],
+            group_sizes,
             self.sampled_tokens,
             self.dropped_groups,
             self.fault_stats,
         )
 
-    def keep_groups(self, keep: Tensor, group_size: int) -> "Scored":
+    def keep_groups(self, keep: Tensor) -> "Scored":
         """Only the groups flagged in `keep` (B,); the others are counted as dropped."""
-        kept = self.select(keep.repeat_interleave(group_size).nonzero().squeeze(-1))
+        kept = self.take(
+            keep.repeat_interleave(self.group_sizes).nonzero().squeeze(-1), self.group_sizes[keep]
+        )
         kept.dropped_groups = self.dropped_groups + int((~keep).sum())
         return kept
 
-    def first(self, n: int) -> "Scored":
-        return self.select(torch.arange(min(n, len(self.prompts))))
+    def heads(self, k: int) -> "Scored":
+        """The first k completions of every group (no group is smaller than k)."""
+        starts = self.group_sizes.cumsum(0) - self.group_sizes  # (B,)
+        rows = (starts[:, None] + torch.arange(k)).flatten()  # (B * k,)
+        return self.take(rows, torch.full_like(self.group_sizes, k))
+
+    def first_groups(self, k: int) -> "Scored":
+        """The first k groups (all of them when there are fewer)."""
+        sizes = self.group_sizes[:k]
+        return self.take(torch.arange(int(sizes.sum())), sizes)
+
+    def regroup(self, prompt_of: Tensor, num_prompts: int) -> "Scored":
+        """Rows reordered so each prompt's are contiguous (prompt order, then sampling order), given
+        each row's prompt index (N,): how extra completions join their prompt's group."""
+        order = torch.argsort(prompt_of, stable=True)  # (N,)
+        return self.take(order, torch.bincount(prompt_of, minlength=num_prompts))
 
     @staticmethod
     def merge(parts: list["Scored"], pad_id: int) -> "Scored":
@@ -163,6 +196,7 @@ class Scored:
             [x for p in parts for x in p.completions],
             [x for p in parts for x in p.prompts],
             [x for p in parts for x in p.answers],
+            torch.cat([p.group_sizes for p in parts]),
             sum(p.sampled_tokens for p in parts),
             sum(p.dropped_groups for p in parts),
             parts[0].fault_stats,
@@ -176,33 +210,35 @@ def sample_and_score(
     task: Task,
     examples: list,
     c: Config,
+    group_size: int,
     temperature: float,
+    prompt_temps: Tensor | None,
     reward_funcs: list,
     reward_weights: tuple[float, ...],
     generator: torch.Generator,
     fault_gen: torch.Generator,
     device: torch.device,
 ) -> Scored:
-    """Sample G completions for each prompt (KV-cached, optionally with per-group temperature
-    noise) and score them with the reward functions, prompts repeated per completion. Fault
-    injectors, when switched on, act here: forced lengths, repeats and junk before scoring, reward
-    noise after (on their own generator, so switching them never changes the sampling)."""
+    """Sample `group_size` completions for each prompt (KV-cached, at `temperature` or at each
+    prompt's own `prompt_temps` (B,)) and score them with the reward functions, prompts repeated
+    per completion. Fault injectors, when switched on, act here: forced lengths, repeats and junk
+    before scoring, reward noise after (on their own generator, so switching them never changes the
+    sampling). In a group smaller than fault_repeat_k + 1 (a dynamic group size round), all but
+    one completion are repeats."""
     prompt_ids, prompt_mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
-    n = len(examples) * c.group_size
-    temps = temperature
-    if c.temperature_jitter > 0:
-        temps = group_temperatures(len(examples), c.group_size, temperature, c.temperature_jitter, generator)
+    n = len(examples) * group_size
+    temps = prompt_temps.repeat_interleave(group_size) if prompt_temps is not None else temperature
     forced = faults.select_rows(n, c.fault_long_frac, fault_gen).to(device) if c.fault_long_frac else None
     sampler_model.eval()
     with autocast(device):
-        rollout = sample(sampler_model, prompt_ids, prompt_mask, c.group_size, c.max_completion_length, temps,
+        rollout = sample(sampler_model, prompt_ids, prompt_mask, group_size, c.max_completion_length, temps,
                          tok.eos_token_id, tok.pad_token_id, generator, suppress_eos=forced)  # fmt: skip
     model.train()
     stats = {"fault/long_frac": float(forced.float().mean())} if forced is not None else {}
     if c.fault_repeat_k:
         (ids, mask, logp, truncated), fs = faults.repeat_samples(
             rollout.completion_ids, rollout.completion_mask, rollout.sampler_logp, rollout.truncated,
-            c.group_size, c.fault_repeat_k, fault_gen,
+            group_size, min(c.fault_repeat_k, group_size - 1), fault_gen,
         )  # fmt: skip
         rollout = dataclasses.replace(
             rollout, completion_ids=ids, completion_mask=mask, sampler_logp=logp, truncated=truncated
@@ -211,17 +247,18 @@ def sample_and_score(
     if c.fault_junk_frac:
         rollout, fs = pad_with_junk(rollout, model, tok, c, temperature, fault_gen, device)
         stats.update(fs)
-    prompts = [ex.prompt for ex in examples for _ in range(c.group_size)]
-    answers = [ex.answer for ex in examples for _ in range(c.group_size)]
+    prompts = [ex.prompt for ex in examples for _ in range(group_size)]
+    answers = [ex.answer for ex in examples for _ in range(group_size)]
     completions = decode(tok, rollout.completion_ids, rollout.completion_mask)
     rewards, per_func = score(reward_funcs, reward_weights, prompts, completions, answer=answers)  # (N,)
     if c.fault_reward_sigma or c.fault_reward_flip:
         low, high = task.reward_range
-        rewards, fs = faults.reward_noise(rewards, c.group_size, c.fault_reward_sigma, c.fault_reward_flip,
+        rewards, fs = faults.reward_noise(rewards, group_size, c.fault_reward_sigma, c.fault_reward_flip,
                                           c.fault_group_fraction, low, high, fault_gen)  # fmt: skip
         stats.update(fs)
     tokens = int(rollout.completion_mask.sum())
-    return Scored(rollout, rewards, per_func, completions, prompts, answers, tokens, fault_stats=stats)
+    sizes = torch.full((len(examples),), group_size, dtype=torch.long)
+    return Scored(rollout, rewards, per_func, completions, prompts, answers, sizes, tokens, fault_stats=stats)
 
 
 @torch.no_grad()
@@ -346,6 +383,38 @@ class Update:
     """(N, T) exact per-token KL to the reference, for small vocabularies"""
     t_forward_backward: float
     t_optimizer: float
+
+
+@dataclasses.dataclass
+class Growth:
+    """What dynamic group size did in one step (summed over its rounds of new prompts)."""
+
+    prompts: int = 0
+    """prompts sampled"""
+    grown: int = 0
+    """prompts whose first group had all-equal rewards and got extra completions"""
+    rescued: int = 0
+    """grown prompts whose extra completions brought a reward that differs"""
+    rounds: int = 0
+    """rounds of extra completions"""
+    extra_completions: int = 0
+    """completions sampled beyond group_size per prompt"""
+    extra_tokens: int = 0
+    """completion tokens of those (the extra sampling cost)"""
+
+    def stats(self, group_sizes: Tensor) -> dict[str, float]:
+        """`group_size/*` metrics, with the group sizes of the batch trained on (B,)."""
+        sizes = group_sizes.float()
+        return {
+            "group_size/mean": float(sizes.mean()),
+            "group_size/min": float(sizes.min()),
+            "group_size/max": float(sizes.max()),
+            "group_size/grown_frac": self.grown / max(self.prompts, 1),
+            "group_size/rescued_frac": self.rescued / self.grown if self.grown else math.nan,
+            "group_size/rounds": float(self.rounds),
+            "group_size/extra_completions": float(self.extra_completions),
+            "group_size/extra_tokens": float(self.extra_tokens),
+        }
 
 
 class Trainer:
@@ -493,9 +562,15 @@ class Trainer:
         temperature = c.temperature * (tau().item() if tau is not None else 1.0)
 
         # 1. sample G completions per prompt and score them (TRL reward signature); with dynamic
-        #    sampling, groups whose rewards are all equal are dropped and refilled from new prompts
-        scored, rounds = self._sample(step, temperature)
-        rollout, per_func, completions = scored.rollout, scored.per_func, scored.completions
+        #    group size, prompts whose rewards are all equal get more (ragged groups); with dynamic
+        #    sampling, groups whose rewards are still all equal are dropped and refilled from new prompts
+        scored, rounds, growth = self._sample(step, temperature)
+        rollout, per_func, completions, groups = (
+            scored.rollout,
+            scored.per_func,
+            scored.completions,
+            scored.groups,
+        )
         lengths = rollout.lengths  # (N,)
         rewards, length_stats = shape_length(
             scored.rewards, lengths, c.max_completion_length, c.length_penalty, c.length_norm_ref,
@@ -537,24 +612,28 @@ class Trainer:
             if c.token_adv_mix > 0
             else None
         )
-        adv, adv_stats = objective.advantages(rewards, lengths, mask, kl_reward, credit)  # (N, T)
-        seq_w = objective.sequence_weights(lengths, rewards)  # (N,)
+        adv, adv_stats = objective.advantages(rewards, lengths, mask, kl_reward, credit, groups)  # (N, T)
+        seq_w = objective.sequence_weights(
+            lengths, rewards, groups
+        )  # (N,) with ragged groups: every prompt weighs the same
         is_w, is_stats = torch.ones_like(mask), {}  # (N, T)
         if old_logp is not None:
             is_w, is_stats = objective.correction(old_logp, rollout.sampler_logp, mask)
         fixed = StepTensors(adv, loss_mask, seq_w, is_w, old_logp, ref_logp, prev_logp)
-        totals = BatchTotals.of(loss_mask, c.max_completion_length)
+        totals = objective.totals(loss_mask, groups)  # whole-batch normalizers
         entropy_coef = ent_ctl.coef if ent_ctl.active else 0.0
         if c.grad_cos_every and step % c.grad_cos_every == 0:  # diagnostic: do the loss terms pull apart?
             parts = {}
             for name, weight in zip(per_func, self.reward_weights):
                 parts[f"policy:{name}"] = (
-                    objective.advantages(weight * per_func[name], lengths, mask, None, None)[0],
+                    objective.advantages(weight * per_func[name], lengths, mask, None, None, groups)[0],
                     0,
                     0,
                 )
             if c.length_penalty or c.length_norm_ref or c.overlong_buffer:
-                length_adv = objective.advantages(rewards - scored.rewards, lengths, mask, None, None)[0]
+                length_adv = objective.advantages(
+                    rewards - scored.rewards, lengths, mask, None, None, groups
+                )[0]
                 parts["length"] = (length_adv, 0.0, 0.0)
             if objective.kl_in_loss:
                 parts["kl"] = (torch.zeros_like(adv), kl_ctl.coef, 0.0)
@@ -582,7 +661,7 @@ class Trainer:
         ent_ctl.update(entropy_now)
 
         # 6. log: TRL's names where TRL has one, namespaces otherwise
-        row.update(group_stats(rewards, c.group_size))
+        row.update(group_stats(rewards, groups))
         for name, values in per_func.items():
             row[f"rewards/{name}/mean"] = float(values.nanmean())
             row[f"rewards/{name}/std"] = (
@@ -601,8 +680,8 @@ class Trainer:
         row["sampling/kl_sampler_trainer"] = float(masked_mean(rollout.sampler_logp - old_for_stats, mask))
         if c.skip_nonfinite:
             row["nonfinite/skipped_steps"] = self.skipped
-        if c.diversity_every and step % c.diversity_every == 0:
-            row.update(diversity(completions, c.group_size))
+        if c.diversity_every and step % c.diversity_every == 0:  # over each prompt's first group_size
+            row.update(diversity(scored.heads(c.group_size).completions, c.group_size))
         terminated = lengths[~rollout.truncated]
         fixed_passes = (old_logp, ref_logp, prev_logp)
         losses, grad_norms = update.losses, update.grad_norms
@@ -633,6 +712,8 @@ class Trainer:
             "cost/sampled_tokens": float(scored.sampled_tokens),
             "cost/peak_rss_mb": peak_memory_mb(device),
         })  # fmt: skip
+        if c.dynamic_group_size:
+            row.update(growth.stats(scored.group_sizes))
         if tau is not None:
             row["temperature/learned"] = tau().item()
         self._log(step, row, scored, rewards)
@@ -700,31 +781,74 @@ class Trainer:
         start = load_policy(c.model, c.task, c.task_digits or None, self.device, need_reference=False)
         return start.model.eval().requires_grad_(False)
 
-    def _sample(self, step: int, temperature: float) -> tuple[Scored, int]:
-        """This step's scored batch and the number of sampling rounds it took. With dynamic sampling,
-        groups whose rewards are all equal are dropped and refilled from new prompts."""
+    def _sample(self, step: int, temperature: float) -> tuple[Scored, int, Growth]:
+        """This step's scored batch, the number of rounds of new prompts it took, and what dynamic
+        group size did. With dynamic sampling, groups whose rewards are all equal (after any growth)
+        are dropped and refilled from new prompts."""
         c = self.config
         sampler_model = self.sampler.weights(self.model)
-        batch = []
+        batch, growth = [], Growth()
         for round_ in range(c.dynamic_sampling_max_rounds + 1):
             examples = self.task.batch(c.seed, step, c.prompts_per_step, round_)
-            scored = sample_and_score(
-                sampler_model, self.model, self.tok, self.task, examples, c, temperature,
-                self.reward_funcs, self.reward_weights, self.generator, self.fault_gen, self.device,
-            )  # fmt: skip
+            scored = self._sample_groups(sampler_model, examples, temperature, growth)
             if c.dynamic_sampling:
-                scored = scored.keep_groups(~zero_variance_groups(scored.rewards, c.group_size), c.group_size)
+                scored = scored.keep_groups(~zero_variance_groups(scored.rewards, scored.groups))
             batch.append(scored)
-            if not c.dynamic_sampling or sum(len(b.prompts) for b in batch) >= c.batch_size:
+            if not c.dynamic_sampling or sum(len(b.group_sizes) for b in batch) >= c.prompts_per_step:
                 break
         else:
             raise RuntimeError(
-                f"dynamic sampling found only {sum(len(b.prompts) for b in batch) // c.group_size} of "
+                f"dynamic sampling found only {sum(len(b.group_sizes) for b in batch)} of "
                 f"{c.prompts_per_step} groups with reward variance after {c.dynamic_sampling_max_rounds} "
                 f"extra rounds at step {step}; raise dynamic_sampling_max_rounds or use an easier task"
             )
-        merged = Scored.merge(batch, self.tok.pad_token_id).first(c.batch_size)  # refills beyond are unused
-        return merged, len(batch)
+        merged = Scored.merge(batch, self.tok.pad_token_id)
+        return merged.first_groups(c.prompts_per_step), len(batch), growth  # refills beyond are unused
+
+    def _sample_groups(
+        self, sampler_model: torch.nn.Module, examples: list, temperature: float, growth: "Growth"
+    ) -> Scored:
+        """group_size completions for each prompt, scored; with dynamic group size, every prompt whose
+        rewards are all equal gets group_size more (fewer in the last round) until a reward differs or
+        its group reaches group_size_max. Sequential sampling with elimination, as in Reinforce-Ada
+        (arXiv 2510.04996): a prompt leaves the sampling as soon as its group holds a contrasting
+        reward, so the extra compute goes where GRPO would otherwise get no signal (DAPO's
+        zero-variance groups, arXiv 2503.14476) instead of being thrown away with them. The groups come
+        back ragged, each prompt's rows contiguous; the objective then weighs every prompt equally
+        (`objective.groups.prompt_balance`). With temperature noise, a prompt's extra completions are
+        sampled at that prompt's temperature."""
+        c = self.config
+        sample = functools.partial(
+            sample_and_score, sampler_model, self.model, self.tok, self.task, reward_funcs=self.reward_funcs,
+            reward_weights=self.reward_weights, generator=self.generator, fault_gen=self.fault_gen,
+            device=self.device,
+        )  # fmt: skip
+        temps = None  # (B,) one temperature per prompt, with temperature noise
+        if c.temperature_jitter > 0:
+            temps = group_temperatures(len(examples), 1, temperature, c.temperature_jitter, self.generator)
+        scored = sample(examples, c, c.group_size, temperature, temps)
+        if not c.dynamic_group_size:
+            return scored
+        first = scored.rewards[:: c.group_size]  # (B,) every reward of a growing group equals its first
+        growing = zero_variance_groups(scored.rewards, c.group_size)  # (B,)
+        parts, prompt_of = [scored], [torch.arange(len(examples)).repeat_interleave(c.group_size)]
+        grown, size = growing.clone(), c.group_size
+        while bool(growing.any()) and size < c.group_size_max:
+            extra = min(c.group_size, c.group_size_max - size)
+            idx = growing.nonzero().squeeze(-1)  # (b,)
+            part = sample([examples[i] for i in idx.tolist()], c, extra, temperature,
+                          temps[idx] if temps is not None else None)  # fmt: skip
+            growing[idx] = still_uniform(first[idx], part.rewards.view(len(idx), extra))
+            parts.append(part)
+            prompt_of.append(idx.repeat_interleave(extra))
+            growth.rounds += 1
+            growth.extra_completions += len(idx) * extra
+            growth.extra_tokens += part.sampled_tokens
+            size += extra
+        growth.prompts += len(examples)
+        growth.grown += int(grown.sum())
+        growth.rescued += int((grown & ~growing).sum())
+        return Scored.merge(parts, self.tok.pad_token_id).regroup(torch.cat(prompt_of), len(examples))
 
     def _update(
         self,

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from grpo_lab.objective import masked_mean
+from grpo_lab.objective.groups import Groups, padded
 from grpo_lab.registry import Registry
 
 # --- KL coefficient schedules: fn(coef, kl, step, steps, p) -> the coefficient for the next step ---
@@ -148,10 +149,16 @@ def clip_advantages(adv: Tensor, bound: float) -> tuple[Tensor, float]:
     return clipped, float((clipped != adv).float().mean())
 
 
-def zero_variance_groups(rewards: Tensor, group_size: int) -> Tensor:
-    """Groups whose rewards are all equal (no GRPO signal): bool (N/G,)."""
-    g = rewards.nan_to_num(0.0).view(-1, group_size)  # (B, G)
-    return (g == g[:, :1]).all(dim=1)
+def zero_variance_groups(rewards: Tensor, group_size: Groups) -> Tensor:
+    """Groups whose rewards are all equal (no GRPO signal): bool (B,). Groups may be ragged."""
+    g, m = padded(rewards.nan_to_num(0.0), group_size)  # (B, G)
+    return ((g == g[:, :1]) | (m == 0)).all(dim=1)
+
+
+def still_uniform(first: Tensor, extra: Tensor) -> Tensor:
+    """Dynamic group size: which groups that were all equal to `first` (b,) still are after `extra`
+    (b, k) more rewards: bool (b,)."""
+    return (extra.nan_to_num(0.0) == first.nan_to_num(0.0)[:, None]).all(dim=1)
 
 
 def group_temperatures(num_groups: int, group_size: int, base: float, jitter: float, generator) -> Tensor:

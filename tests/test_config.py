@@ -124,6 +124,12 @@ def test_unknown_field_in_from_dict():
         ({"is_low": 0.0}, "is_low"),
         ({"seed": -1}, "seed"),
         ({"kl_coef": -0.1}, "kl_coef"),
+        ({"group_size_max": 0}, "group_size_max must be >= 1"),
+        ({"dynamic_group_size": True, "group_size": 8, "group_size_max": 8}, "group_size_max > group_size"),
+        (
+            {"dynamic_group_size": True, "fault_group_fraction": 0.5},
+            "incompatible switches: dynamic_group_size",
+        ),
     ],
 )
 def test_invalid_values_name_the_field(changes, fragment):
@@ -140,6 +146,8 @@ def test_invalid_values_name_the_field(changes, fragment):
         {"advantage": "rloo", "group_size": 2},
         {"is_low": 1.0, "is_high": 1.0},
         {"rewards": ("correct", "format"), "reward_weights": (1.0, 0.1)},
+        {"dynamic_group_size": True, "group_size": 8, "group_size_max": 9},
+        {"group_size": 32, "group_size_max": 16},  # the bound only matters with dynamic group size
     ],
 )
 def test_boundary_values_are_accepted(changes):

@@ -1,12 +1,17 @@
 """Each trick does what it says on a case built to trigger it."""
 
+import collections
+import dataclasses
 import functools
+import json
 
+import pandas as pd
 import pytest
 import torch
 
-from grpo_lab import preset, train
+from grpo_lab import preset, train, trainer
 from grpo_lab.presets import PRESETS, TRICKS, leave_one_out
+from grpo_lab.tasks import make_task
 from grpo_lab.tricks import (
     KL_TOKEN_WEIGHTS,
     EntropyController,
@@ -16,6 +21,7 @@ from grpo_lab.tricks import (
     clip_advantages,
     group_temperatures,
     shape_length,
+    still_uniform,
     top_entropy_mask,
     zero_variance_groups,
 )
@@ -89,6 +95,14 @@ def test_batch_normalization_and_clipping():
 def test_zero_variance_groups():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
     assert zero_variance_groups(rewards, 2).tolist() == [True, False, True]
+    ragged = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.5, 0.5])  # groups [1, 1, 1], [0], [0.5, 0.5]... of 3, 1, 2
+    assert zero_variance_groups(ragged, torch.tensor([3, 1, 2])).tolist() == [True, True, True]
+    assert zero_variance_groups(ragged, torch.tensor([2, 2, 2])).tolist() == [True, False, True]
+
+
+def test_still_uniform_compares_extra_rewards_to_the_first():
+    first, extra = torch.tensor([0.0, 1.0, 0.0]), torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    assert still_uniform(first, extra).tolist() == [True, False, True]
 
 
 def test_top_entropy_mask_keeps_the_highest_fraction():
@@ -172,3 +186,90 @@ def test_temperature_noise_shows_as_sampler_mismatch(tiny):
     calm = train(tiny()).dropna(subset=["reward"])
     noisy = train(tiny(temperature_jitter=0.5)).dropna(subset=["reward"])
     assert calm["is/logp_gap_max"].max() < 1e-4 < noisy["is/logp_gap_max"].min()
+
+
+# --- dynamic group size ------------------------------------------------------------------------------
+
+
+def scripted_judge(roles: dict[str, int]):
+    """A make_task replacement whose judge reward is scripted per prompt: a prompt with role r scores
+    1 on the first completion of its r-th scoring call (round) and 0 everywhere else; unlisted
+    prompts (validation) score 0. So role 1 has variance at once, role 2 only after one growth round,
+    role 0 never."""
+    calls: collections.Counter = collections.Counter()
+
+    def reward(prompts, completions, **kwargs):
+        seen = collections.Counter()
+        for p in dict.fromkeys(prompts):
+            calls[p] += 1
+        out = []
+        for p in prompts:
+            out.append(1.0 if roles.get(p) == calls[p] and seen[p] == 0 else 0.0)
+            seen[p] += 1
+        return out
+
+    def make(name, digits=None):
+        task = make_task(name, digits)
+        return dataclasses.replace(task, rewards={**task.rewards, "judge": reward})
+
+    return make
+
+
+@pytest.mark.parametrize("name", ["grpo", "scheme_b", "gpg", "rloo"])
+def test_dynamic_group_size_grows_uniform_groups_until_a_reward_differs(
+    name, tiny_config, monkeypatch, tmp_path
+):
+    """Four prompts of 4 completions: the first varies at once, the second after one extra round, the
+    last two never do and grow to group_size_max = 12. Their rows come back contiguous."""
+    changes = dict(steps=1, eval_every=1, dynamic_group_size=True, group_size_max=12, samples_every=1,
+                   samples_per_log=100)  # fmt: skip
+    config = tiny_config(**PRESETS[name].changes, **changes)
+    prompts = [ex.prompt for ex in make_task("judge").batch(config.seed, 0, 4)]
+    monkeypatch.setattr(trainer, "make_task", scripted_judge(dict(zip(prompts, [1, 2, 0, 0]))))
+    row = train(config, out=tmp_path / "run").iloc[0]
+    assert row["sampling/completions"] == 4 + 8 + 12 + 12
+    assert (row["group_size/min"], row["group_size/max"], row["group_size/mean"]) == (4, 12, 9)
+    assert row["group_size/grown_frac"] == 0.75 and row["group_size/rescued_frac"] == pytest.approx(1 / 3)
+    assert row["group_size/rounds"] == 2 and row["group_size/extra_completions"] == 3 * 4 + 2 * 4
+    assert row["group_size/extra_tokens"] > 0 and row["time/sample_s"] > 0
+    assert row["frac_reward_zero_std"] == 0.5  # the two that never varied
+    samples = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert [s["prompt"] for s in samples] == [p for p, n in zip(prompts, [4, 8, 12, 12]) for _ in range(n)]
+    assert [s["reward"] for s in samples[4:12]] == [0.0] * 4 + [1.0] + [
+        0.0
+    ] * 3  # the extra round joins the group
+
+
+def test_dynamic_group_size_with_dynamic_sampling_drops_what_stays_uniform(tiny_config, monkeypatch):
+    """Growth first; groups still uniform at group_size_max are then dropped and refilled from new prompts."""
+    config = tiny_config(
+        steps=1, eval_every=1, dynamic_group_size=True, group_size_max=8, dynamic_sampling=True
+    )
+    task = make_task("judge")
+    first, refill = task.batch(config.seed, 0, 4), task.batch(config.seed, 0, 4, 1)
+    roles = {**{ex.prompt: 1 for ex in refill}, **dict(zip([ex.prompt for ex in first], [1, 2, 0, 0]))}
+    monkeypatch.setattr(trainer, "make_task", scripted_judge(roles))
+    row = train(config).iloc[0]
+    assert row["sampling/rounds"] == 2 and row["sampling/dropped_groups"] == 2
+    assert row["sampling/completions"] == 4 + 8 + 4 + 4 and row["frac_reward_zero_std"] == 0
+
+
+def test_dynamic_group_size_changes_nothing_when_every_group_varies(tiny_config, monkeypatch):
+    """A reward that differs within every group never triggers growth: the run is the plain run."""
+
+    def distinct(prompts, completions, **kwargs):
+        return [0.1 * i for i in range(len(completions))]
+
+    def make(name, digits=None):
+        task = make_task(name, digits)
+        return dataclasses.replace(task, rewards={**task.rewards, "judge": distinct})
+
+    monkeypatch.setattr(trainer, "make_task", make)
+    config = tiny_config(steps=2, learning_rate=1e-2)
+    on = train(config.replace(dynamic_group_size=True, group_size_max=8))
+    off = train(config)
+    assert (on["group_size/grown_frac"].dropna() == 0).all() and (on["group_size/mean"].dropna() == 4).all()
+    volatile = [c for c in on.columns if c.startswith(("time/", "group_size/")) or c == "cost/peak_rss_mb"]
+    pd.testing.assert_frame_equal(
+        on.drop(columns=volatile), off.drop(columns=[c for c in volatile if c in off])
+    )

@@ -24,23 +24,32 @@ def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 class BatchTotals:
     """Counts over the whole batch that fix the normalizer of every micro-batch."""
 
-    seqs: int
+    seqs: float
     """Number of completions (rows), including rows with no valid token."""
-    nonempty_seqs: int
+    nonempty_seqs: float
     """Number of rows with at least one valid token."""
-    tokens: int
+    tokens: float
     """Number of valid tokens."""
     max_len: int
     """Generation budget: the Dr. GRPO constant (max completion length)."""
 
     @classmethod
-    def of(cls, mask: Tensor, max_len: int) -> "BatchTotals":
-        """Counts from a full-batch mask (N, T)."""
+    def of(cls, mask: Tensor, max_len: int, row_weights: Tensor | None = None) -> "BatchTotals":
+        """Counts from a full-batch mask (N, T). With `row_weights` (N,) every row counts with its
+        weight (the prompt balance of ragged groups, which also multiplies the rows' losses), so
+        the normalizers count what the weighted loss sums."""
         lengths = mask.sum(-1)  # (N,)
+        if row_weights is None:
+            return cls(
+                seqs=mask.shape[0],
+                nonempty_seqs=int((lengths > 0).sum()),
+                tokens=int(lengths.sum()),
+                max_len=max_len,
+            )
         return cls(
-            seqs=mask.shape[0],
-            nonempty_seqs=int((lengths > 0).sum()),
-            tokens=int(lengths.sum()),
+            seqs=float(row_weights.sum()),
+            nonempty_seqs=float(row_weights[lengths > 0].sum()),
+            tokens=float((lengths * row_weights).sum()),
             max_len=max_len,
         )
 
