@@ -2,7 +2,8 @@
 - per run: final-window mean, area under the curve, steps to a threshold, stability figures
 - across seeds: mean with a t-interval, interquartile mean, stratified bootstrap intervals and the
   probability of improvement (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice")
-- sensitivity to a parameter (outcome with intervals, cliffs) and cost relative to a baseline"""
+- sensitivity to a parameter (outcome with intervals, cliffs) and cost relative to a baseline
+- the effect of a treatment on run scores (difference, relative change) with a Welch t-interval"""
 
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -24,11 +25,10 @@ def mean_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, 
     if len(values) == 0:
         return np.nan, np.nan, np.nan
     mean = float(values.mean())
-    if len(values) < 2:
+    sem = stats.sem(values) if len(values) >= 2 else 0.0
+    if not sem > 0:  # one run, or all runs equal: zero spread
         return mean, mean, mean
-    lo, hi = stats.t.interval(confidence, len(values) - 1, loc=mean, scale=stats.sem(values))
-    if not np.isfinite(lo):  # all runs equal: zero spread
-        lo = hi = mean
+    lo, hi = stats.t.interval(confidence, len(values) - 1, loc=mean, scale=sem)
     return mean, float(lo), float(hi)
 
 
@@ -355,20 +355,22 @@ def cliffs(table: pd.DataFrame, param: str, threshold: float, column: str = "mea
 
 # --- cost ------------------------------------------------------------------------------------------
 
-PEAK_MEMORY = "cost/peak_rss_mb"
+PEAK_PREFIX = "cost/peak"
+"""per-step columns that hold a running peak (memory): a run's value is their maximum, not their mean"""
 TOKEN_COUNTS = ("cost/tokens", "cost/sampled_tokens")
 """per-step token counts, the first one logged is used for tokens per second"""
 
 
 def cost_table(df: pd.DataFrame, baseline_label: Any, by: str = "label") -> pd.DataFrame:
     """Cost per configuration (a group of `by`), averaged over its runs: the per-step mean of every
-    logged `time/*` phase (seconds) and `cost/*` count, the run's peak memory (`cost/peak_rss_mb`,
-    max over steps), tokens per second (a token count over `time/step_s`); then each as a multiple of
-    the `baseline_label` group's, in columns suffixed '_x'. Metrics that were not logged are left out."""
+    logged `time/*` phase (seconds) and `cost/*` count, the run's peak memory (every `cost/peak*`
+    column, max over steps), tokens per second (a token count over `time/step_s`); then each as a
+    multiple of the `baseline_label` group's, in columns suffixed '_x'. Metrics that were not logged
+    are left out."""
     runs = df.groupby([by, "seed"])
     measures = {}
     for column in sorted(c for c in df.columns if c.startswith(("time/", "cost/"))):
-        measures[column] = runs[column].max() if column == PEAK_MEMORY else runs[column].mean()
+        measures[column] = runs[column].max() if column.startswith(PEAK_PREFIX) else runs[column].mean()
     tokens = next((c for c in TOKEN_COUNTS if c in df), None)
     if tokens is not None and "time/step_s" in df:
         measures["tokens_per_s"] = runs[tokens].sum() / runs["time/step_s"].sum()
@@ -378,3 +380,59 @@ def cost_table(df: pd.DataFrame, baseline_label: Any, by: str = "label") -> pd.D
             f"baseline {baseline_label!r} is not a value of {by!r}: {', '.join(map(str, table.index))}"
         )
     return table.join((table / table.loc[baseline_label]).add_suffix("_x"))
+
+
+# --- effect of a treatment -------------------------------------------------------------------------
+
+EFFECTS = ("difference", "relative", "value")
+"""how a treatment's run scores are compared: mean(treatment) - mean(control), mean(treatment) /
+mean(control) - 1, or mean(treatment) alone (no control)"""
+
+
+def effect_interval(
+    treatment: np.ndarray, control: np.ndarray | None, effect: str, confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """Point estimate and `confidence` interval of the effect of a treatment on run scores (one score
+    per run, e.g. per seed): 'difference' with a Welch t-interval; 'relative' from a Welch t-interval
+    of log(mean_t / mean_c) (delta method, both means must be positive); 'value' the treatment's
+    mean with a t-interval (`control` must be None). A t-interval rather than a percentile bootstrap,
+    because with three runs per arm the bootstrap interval is far too narrow (it cannot leave the
+    range of the few observed means). NaN interval with fewer than two finite runs in an arm."""
+    if effect not in EFFECTS:
+        raise ValueError(f"unknown effect {effect!r}; valid: {', '.join(EFFECTS)}")
+    t = _finite(treatment)
+    if effect == "value":
+        if control is not None:
+            raise ValueError("effect 'value' looks at the treatment alone: pass control=None")
+        if len(t) < 2:
+            return (float(t.mean()) if len(t) else np.nan), np.nan, np.nan
+        return mean_interval(t, confidence)
+    if control is None:
+        raise ValueError(f"effect {effect!r} compares two arms: pass the control's scores")
+    c = _finite(control)
+    if len(t) == 0 or len(c) == 0:
+        return np.nan, np.nan, np.nan
+    mt, mc = float(t.mean()), float(c.mean())
+    if effect == "relative" and (mt <= 0 or mc <= 0):
+        raise ValueError(f"a relative effect needs positive means, got {mt:g} (treatment), {mc:g} (control)")
+    point = mt - mc if effect == "difference" else mt / mc - 1
+    if min(len(t), len(c)) < 2:
+        return point, np.nan, np.nan
+    vt, vc = t.var(ddof=1) / len(t), c.var(ddof=1) / len(c)  # squared standard errors of the means
+    if effect == "relative":  # standard errors of log(mean) by the delta method
+        vt, vc = vt / mt**2, vc / mc**2
+    center = mt - mc if effect == "difference" else np.log(mt / mc)
+    se = np.sqrt(vt + vc)
+    if se == 0:
+        return point, point, point
+    df = (vt + vc) ** 2 / (vt**2 / (len(t) - 1) + vc**2 / (len(c) - 1))  # Welch-Satterthwaite
+    half = stats.t.ppf(0.5 + confidence / 2, df) * se
+    lo, hi = center - half, center + half
+    if effect == "relative":
+        lo, hi = np.expm1(lo), np.expm1(hi)
+    return point, float(lo), float(hi)
+
+
+def _finite(values: np.ndarray | None) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    return values[np.isfinite(values)]
