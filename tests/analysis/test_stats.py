@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 
 from grpo_lab.analysis import stats
 
@@ -159,6 +160,45 @@ def test_cost_table_as_multiples_of_the_baseline():
     assert list(timing_only.columns) == ["time/step_s", "time/step_s_x"]  # cost/* absent: left out
     with pytest.raises(ValueError, match="baseline"):
         stats.cost_table(df, "nope")
+
+
+def test_cost_table_takes_the_maximum_of_every_peak_column():
+    df = run_frame("grpo", 0, np.arange(3), **{"time/step_s": 1.0, "cost/peak_over_rest_mb": [5.0, 9.0, 7.0]})
+    assert stats.cost_table(df, "grpo").loc["grpo", "cost/peak_over_rest_mb"] == 9.0
+
+
+# --- effect of a treatment -------------------------------------------------------------------------
+
+
+def test_effect_interval_difference_is_welchs():
+    treatment, control = np.array([0.61, 0.65, 0.58, 0.70]), np.array([0.50, 0.52, 0.47])
+    point, lo, hi = stats.effect_interval(treatment, control, "difference")
+    welch = scipy_stats.ttest_ind(treatment, control, equal_var=False).confidence_interval(0.95)
+    assert point == pytest.approx(treatment.mean() - control.mean())
+    assert (lo, hi) == (pytest.approx(welch.low), pytest.approx(welch.high))
+
+
+def test_effect_interval_relative_is_a_ratio_interval():
+    control = np.array([1.0, 1.1, 0.9])
+    point, lo, hi = stats.effect_interval(1.2 * control, control, "relative")
+    assert point == pytest.approx(0.2)
+    assert lo < 0.2 < hi and (1 + lo) * (1 + hi) == pytest.approx(1.2**2)  # symmetric on the log scale
+    assert stats.effect_interval(np.full(3, 2.0), np.full(3, 1.0), "relative") == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="positive means"):
+        stats.effect_interval(np.array([-1.0, -2.0]), control, "relative")
+
+
+def test_effect_interval_value_and_bad_input():
+    values = np.array([0.1, 0.2, 0.3])
+    assert stats.effect_interval(values, None, "value") == stats.mean_interval(values)
+    point, lo, hi = stats.effect_interval(np.array([0.4]), np.array([0.1, 0.2]), "difference")
+    assert point == pytest.approx(0.25) and np.isnan(lo) and np.isnan(hi)  # one run: no interval
+    with pytest.raises(ValueError, match="unknown effect"):
+        stats.effect_interval(values, values, "ratio")
+    with pytest.raises(ValueError, match="control=None"):
+        stats.effect_interval(values, values, "value")
+    with pytest.raises(ValueError, match="pass the control"):
+        stats.effect_interval(values, None, "difference")
 
 
 # --- existing functions keep their behaviour --------------------------------------------------------

@@ -1,0 +1,539 @@
+"""The testable claims of the two seed documents, each a pre-declared test: the configurations to
+compare, a per-run metric, how the effect is measured and the range of effects the claim asserts.
+
+Decision rule (one for every claim): the 95% interval of the effect (`stats.effect_interval`, a Welch
+t-interval over runs, one run per seed) is compared with the claimed region, an open interval of
+effects. The claim is *supported* when the whole interval lies inside the region, *not supported*
+when the interval and the region do not overlap, and *inconclusive* otherwise (the runs cannot tell).
+The verdict is computed from the runs by `verdict`; nothing here is written by hand.
+
+Sources: doc 000 is the evaluation plan (`shared/seeds/000_*.txt`), doc 002 the blog post on GRPO
+tricks (`shared/seeds/002_*.txt`); sections as numbered there."""
+
+import math
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from grpo_lab import profiles
+from grpo_lab.analysis import cost, sensitivity
+from grpo_lab.analysis.stats import EFFECTS, effect_interval, probability_of_improvement, volatility
+from grpo_lab.experiments import run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.registry import Registry
+
+VERDICTS = ("supported", "not supported", "inconclusive")
+DESIGNS = ("training", "cost")
+"""how a claim's runs are made: 'training' runs of the short-run profile (shared with 06), or
+'cost' runs timed one after the other (shared with 08)"""
+
+
+@dataclass(frozen=True)
+class Region:
+    """The effects a claim asserts: the open interval (low, high); +-inf for a one-sided claim."""
+
+    low: float = -math.inf
+    high: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not self.low < self.high:
+            raise ValueError(f"a claimed region needs low < high, got ({self.low}, {self.high})")
+
+    def describe(self) -> str:
+        if math.isinf(self.low):
+            return f"< {self.high:g}"
+        if math.isinf(self.high):
+            return f"> {self.low:g}"
+        return f"in ({self.low:g}, {self.high:g})"
+
+
+def greater(margin: float = 0.0) -> Region:
+    """The treatment raises the metric by more than `margin`."""
+    return Region(margin, math.inf)
+
+
+def less(margin: float = 0.0) -> Region:
+    """The treatment lowers the metric by more than `margin`."""
+    return Region(-math.inf, 0.0 - margin)  # 0.0 - 0.0 is 0.0, not -0.0
+
+
+def between(low: float, high: float) -> Region:
+    """The effect lies in (low, high), e.g. 'costs 15-20% more': between(0.15, 0.20) on a relative effect."""
+    return Region(low, high)
+
+
+def equivalent(margin: float) -> Region:
+    """No effect beyond +-margin (a no-op)."""
+    return Region(-margin, margin)
+
+
+def noninferior(margin: float) -> Region:
+    """The treatment loses less than `margin` ('without losing accuracy')."""
+    return Region(-margin, math.inf)
+
+
+def at_most(bound: float) -> Region:
+    """The (treatment's) value stays below `bound`."""
+    return Region(-math.inf, bound)
+
+
+def verdict(low: float, high: float, region: Region) -> str:
+    """'supported' when the interval [low, high] lies inside the open region, 'not supported' when it
+    does not meet the region, else (or when the interval is undefined) 'inconclusive'."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "inconclusive"
+    if low > high:
+        raise ValueError(f"an interval needs low <= high, got [{low}, {high}]")
+    if region.low < low and high < region.high:
+        return "supported"
+    if high <= region.low or low >= region.high:
+        return "not supported"
+    return "inconclusive"
+
+
+# --- per-run metrics -------------------------------------------------------------------------------
+
+RunMetric = Callable[[pd.DataFrame], float]
+RUN_METRICS: Registry[RunMetric] = Registry("claim metric")
+"""metric name -> fn(one run's metrics, a row per step) -> the run's score"""
+
+
+def _column(run: pd.DataFrame, column: str) -> pd.Series:
+    """The logged values of `column` in step order; a clear error when the run never logged it."""
+    if column not in run or run[column].notna().sum() == 0:
+        raise ValueError(f"the run never logged {column!r}: this metric needs it")
+    return run.sort_values("step")[column].dropna()
+
+
+def _training(run: pd.DataFrame, column: str) -> pd.Series:
+    """`column` on the training steps (rows with a reward), in step order."""
+    return _column(run[run["reward"].notna()], column)
+
+
+def _last_quarter(values: pd.Series) -> float:
+    return float(values.tail(max(1, len(values) // 4)).mean())
+
+
+@RUN_METRICS.register("final_val_accuracy")
+def final_val_accuracy(run: pd.DataFrame) -> float:
+    """Validation accuracy (greedy decoding, held-out prompts) after the last update."""
+    return float(_column(run, "val/accuracy").iloc[-1])
+
+
+@RUN_METRICS.register("final_val_reward")
+def final_val_reward(run: pd.DataFrame) -> float:
+    """Validation reward (greedy decoding) after the last update: the judge score on `judge`."""
+    return float(_column(run, "val/reward").iloc[-1])
+
+
+@RUN_METRICS.register("mean_reward")
+def mean_reward(run: pd.DataFrame) -> float:
+    """Training reward averaged over every step: the area under the learning curve per step, which
+    is lower when learning is slower."""
+    return float(_training(run, "reward").mean())
+
+
+@RUN_METRICS.register("final_kl")
+def final_kl(run: pd.DataFrame) -> float:
+    """Exact per-token KL to the reference, mean over the last quarter of the steps."""
+    return _last_quarter(_training(run, "kl/exact"))
+
+
+@RUN_METRICS.register("kl_volatility")
+def kl_volatility(run: pd.DataFrame) -> float:
+    """KL volatility: the standard deviation of the step-to-step changes of the exact per-token KL
+    to the reference (`stats.volatility`), the first seed document's "KL 散度的波动幅度"."""
+    return volatility(_training(run, "kl/exact").to_numpy())
+
+
+@RUN_METRICS.register("final_length")
+def final_length(run: pd.DataFrame) -> float:
+    """Completion length in tokens, mean over the last quarter of the steps."""
+    return _last_quarter(_training(run, "completions/mean_length"))
+
+
+@RUN_METRICS.register("clipped_frac")
+def clipped_frac(run: pd.DataFrame) -> float:
+    """Share of advantages changed by advantage clipping, mean over the steps."""
+    return float(_training(run, "advantages/clipped_frac").mean())
+
+
+@RUN_METRICS.register("early_entropy")
+def early_entropy(run: pd.DataFrame) -> float:
+    """Token entropy of the samples, mean over the first half of the steps (early exploration)."""
+    values = _training(run, "entropy")
+    return float(values.head(max(1, len(values) // 2)).mean())
+
+
+@RUN_METRICS.register("group_diversity")
+def group_diversity(run: pd.DataFrame) -> float:
+    """Mean pairwise normalized edit distance between the completions of a group, over the steps
+    where diversity was measured."""
+    return float(_training(run, "diversity/edit_distance_group").mean())
+
+
+@RUN_METRICS.register("step_time")
+def step_time(run: pd.DataFrame) -> float:
+    """Seconds per training step, the first (warm-up) step left out."""
+    rows = run[run["reward"].notna() & (run["step"] > 0)]
+    return float(_column(rows, "time/step_s").mean())
+
+
+# --- claims ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One testable claim and its pre-declared test."""
+
+    name: str
+    statement: str
+    """what the document asserts, as tested here"""
+    source: str
+    """document and section"""
+    metric: str
+    """a `RUN_METRICS` name: the score of each run"""
+    effect: str
+    """'difference' or 'relative' (treatment against control) or 'value' (treatment alone)"""
+    region: Region
+    """the effects the claim asserts"""
+    treatment: Mapping[str, Any]
+    """config fields changed over the design's base config"""
+    control: Mapping[str, Any] | None = field(default_factory=dict)
+    """config fields of the comparison arm ({}: the base itself; None for effect 'value')"""
+    design: str = "training"
+    """'training' (the short-run profile of `sensitivity.settings`) or 'cost' (`cost.settings`)"""
+
+    def __post_init__(self) -> None:
+        if self.metric not in RUN_METRICS:
+            raise ValueError(
+                f"claim {self.name!r}: unknown metric {self.metric!r}; valid: {RUN_METRICS.names()}"
+            )
+        if self.effect not in EFFECTS:
+            raise ValueError(
+                f"claim {self.name!r}: unknown effect {self.effect!r}; valid: {', '.join(EFFECTS)}"
+            )
+        if self.design not in DESIGNS:
+            raise ValueError(
+                f"claim {self.name!r}: unknown design {self.design!r}; valid: {', '.join(DESIGNS)}"
+            )
+        if (self.control is None) != (self.effect == "value"):
+            raise ValueError(f"claim {self.name!r}: effect 'value' takes no control, the others need one")
+
+    def arms(self) -> dict[str, Mapping[str, Any]]:
+        """'treatment' and, unless the effect is a value, 'control': arm -> config overrides."""
+        out = {"treatment": self.treatment}
+        if self.control is not None:
+            out["control"] = self.control
+        return out
+
+
+def arm_label(overrides: Mapping[str, Any]) -> str:
+    """A readable, canonical name of a configuration given by its overrides ('base' for none)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "base"
+
+
+D000, D002 = "doc 000", "doc 002"
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "group_norm_dense_outcome",
+        "On dense judge rewards squeezed into [0.75, 0.85], dividing by each group's std blows tiny "
+        "differences up into a high-variance signal and does worse than scaling by the batch std",
+        f"{D002} §2.1",
+        "final_val_reward", "difference", less(),
+        {"task": "judge"}, {"task": "judge", "advantage": "lite_ppo"},
+    ),
+    Claim(
+        "group_norm_dense_aggressive",
+        "... and makes the policy over-aggressive: it drifts further from the reference",
+        f"{D002} §2.1",
+        "final_kl", "relative", greater(),
+        {"task": "judge"}, {"task": "judge", "advantage": "lite_ppo"},
+    ),
+    Claim(
+        "batch_norm_hurts",
+        "Normalizing advantages over the whole batch on top of the group normalization hurts",
+        f"{D002} §2.2",
+        "final_val_accuracy", "difference", less(),
+        {"adv_batch_norm": True},
+    ),
+    Claim(
+        "batch_norm_jittery",
+        "... training becomes jittery (KL to the reference more volatile)",
+        f"{D002} §2.2",
+        "kl_volatility", "relative", greater(),
+        {"adv_batch_norm": True},
+    ),
+    Claim(
+        "adv_clip_never_binds",
+        "Advantage clipping (at 2) does nothing because group advantages are bounded, 'usually within "
+        "1 or 2': it changes under 1% of the advantages",
+        f"{D002} §2.2",
+        "clipped_frac", "value", at_most(0.01),
+        {"adv_clip": 2.0}, None,
+    ),
+    Claim(
+        "adv_clip_same_outcome",
+        "Advantage clipping (at 2) leaves the outcome unchanged (within 3 points of accuracy)",
+        f"{D002} §2.2",
+        "final_val_accuracy", "difference", equivalent(0.03),
+        {"adv_clip": 2.0},
+    ),
+    Claim(
+        "length_norm_shorter",
+        "Length normalization shortens the answers",
+        f"{D002} §2.1",
+        "final_length", "relative", less(),
+        {"task": "scratchpad", "length_norm_ref": 8}, {"task": "scratchpad"},
+    ),
+    Claim(
+        "length_norm_keeps_accuracy",
+        "... without losing accuracy (less than 3 points lower)",
+        f"{D002} §2.1",
+        "final_val_accuracy", "difference", noninferior(0.03),
+        {"task": "scratchpad", "length_norm_ref": 8}, {"task": "scratchpad"},
+    ),
+    Claim(
+        "threshold_kl_vs_linear",
+        "A KL coefficient raised only when the KL crosses a threshold is more stable (less volatile "
+        "KL) than a linearly decaying one",
+        f"{D002} §2.1",
+        "kl_volatility", "relative", less(),
+        {"kl_schedule": "threshold"}, {"kl_schedule": "linear", "kl_coef_final": 0.0},
+    ),
+    Claim(
+        "threshold_kl_vs_fixed",
+        "... and more stable than a fixed coefficient",
+        f"{D002} §2.1",
+        "kl_volatility", "relative", less(),
+        {"kl_schedule": "threshold"},
+    ),
+    Claim(
+        "two_layer_kl_stable",
+        "A second KL term to the previous step's policy makes training more stable (less volatile KL)",
+        f"{D002} §2.3",
+        "kl_volatility", "relative", less(),
+        {"kl_prev_coef": 0.05},
+    ),
+    Claim(
+        "two_layer_kl_slower",
+        "... but slower: less reward along the way",
+        f"{D002} §2.3",
+        "mean_reward", "difference", less(),
+        {"kl_prev_coef": 0.05},
+    ),
+    Claim(
+        "learnable_temperature_cost",
+        "A differentiable (learnable) temperature costs about 15-20% more compute per step",
+        f"{D002} §4.4",
+        "step_time", "relative", between(0.15, 0.20),
+        {"learnable_temperature": True}, design="cost",
+    ),
+    Claim(
+        "learnable_temperature_gain",
+        "A learnable temperature improves the final result",
+        f"{D002} §2.2",
+        "final_val_accuracy", "difference", greater(),
+        {"learnable_temperature": True},
+    ),
+    Claim(
+        "learnable_temperature_explores",
+        "A learnable temperature keeps exploration up early in training (higher entropy)",
+        f"{D002} §2.2",
+        "early_entropy", "relative", greater(),
+        {"learnable_temperature": True},
+    ),
+    Claim(
+        "temperature_noise_free",
+        "Temperature noise in sampling costs almost no extra compute (within 5% of a step)",
+        f"{D002} §4.4",
+        "step_time", "relative", equivalent(0.05),
+        {"temperature_jitter": 0.1}, design="cost",
+    ),
+    Claim(
+        "temperature_noise_diversity",
+        "... and makes the completions of a group more varied",
+        f"{D002} §4.4",
+        "group_diversity", "relative", greater(),
+        {"temperature_jitter": 0.1},
+    ),
+    Claim(
+        "dynamic_group_no_gain",
+        "Growing the groups whose rewards are all equal (dynamic group size) ends close to a fixed "
+        "group (within 3 points of accuracy)",
+        f"{D002} §3.1",
+        "final_val_accuracy", "difference", equivalent(0.03),
+        {"dynamic_group_size": True},
+    ),
+    Claim(
+        "dynamic_group_costly",
+        "... while costing more compute per step",
+        f"{D002} §3.1, §4.4",
+        "step_time", "relative", greater(),
+        {"dynamic_group_size": True}, design="cost",
+    ),
+    Claim(
+        "small_group_worse",
+        "With too small a group (G = 2 against 8) the advantage estimate is too noisy and the outcome worse",
+        f"{D002} §1.2, {D000} §4.3",
+        "final_val_accuracy", "difference", less(),
+        {"group_size": 2}, {"group_size": 8},
+    ),
+    Claim(
+        "large_group_no_gain",
+        "A larger group (G = 16 against 8) costs more without a clear gain (under 3 points of accuracy)",
+        f"{D002} §1.2",
+        "final_val_accuracy", "difference", at_most(0.03),
+        {"group_size": 16}, {"group_size": 8},
+    ),
+)  # fmt: skip
+"""every claim tested by 09_claims"""
+SMOKE_CLAIMS = ("batch_norm_hurts", "adv_clip_never_binds", "learnable_temperature_cost")
+
+
+def catalogue(profile: str) -> tuple[Claim, ...]:
+    """Every claim under the full profile; three (one of each kind of test) otherwise."""
+    return CLAIMS if profile == "full" else tuple(c for c in CLAIMS if c.name in SMOKE_CLAIMS)
+
+
+def scores(
+    claims: Sequence[Claim],
+    profile: str,
+    seeds: Sequence[int] | None,
+    root: str | Path,
+    steps: int | None = None,
+    **options: Any,
+) -> pd.DataFrame:
+    """Run (or load) every configuration the claims need and score each run: one row per claim, arm
+    and seed with the claim's metric. Training configurations use the short-run profile and base of
+    `sensitivity` (`steps` overrides its steps; 06's runs are reused) and run in a pool (`options` as
+    for `experiments.run_design`); cost configurations use `cost`'s profile and base and are timed one
+    after the other by `cost.measure` (08's runs are reused)."""
+    studies = {
+        "training": (sensitivity.settings(profile, seeds, steps), sensitivity.base_config),
+        "cost": (cost.settings(profile, seeds), cost.base_config),
+    }
+    metrics = {}
+    for design, (settings, make_base) in studies.items():
+        wanted = [c for c in claims if c.design == design]
+        if not wanted:
+            continue
+        base = make_base(settings)
+        configs = {arm_label(o): base.replace(**o) for c in wanted for o in c.arms().values()}
+        points = [Point(label, {}, config) for label, config in configs.items()]
+        metrics[design] = _run(design, points, settings, root, options)
+    rows = []
+    for claim in claims:
+        runs = metrics[claim.design]
+        for arm, overrides in claim.arms().items():
+            for seed, run in runs[runs["label"] == arm_label(overrides)].groupby("seed"):
+                rows.append(
+                    {
+                        "claim": claim.name,
+                        "arm": arm,
+                        "seed": seed,
+                        "score": RUN_METRICS.get(claim.metric)(run),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["claim", "arm", "seed", "score"])
+
+
+def _run(
+    design: str, points: list[Point], settings: profiles.Profile, root: str | Path, options: Mapping[str, Any]
+) -> pd.DataFrame:
+    if design == "cost":
+        return cost.measure(points, settings.seeds, root)
+    result = run_design(points, settings.seeds, root, **options)
+    if len(result.failures):
+        raise RuntimeError(
+            f"{len(result.failures)} claim runs failed; see their error.json: {result.failures}"
+        )
+    return result.metrics
+
+
+def evaluate(claims: Sequence[Claim], scores: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The table of claims: per claim, its test, the arms' mean scores and run counts, the effect with
+    its `confidence` interval, the probability that a treatment run beats a control run (with a
+    bootstrap interval) and the verdict of `verdict`."""
+    rows = []
+    for claim in claims:
+        mine = scores[scores["claim"] == claim.name]
+        t = mine.loc[mine["arm"] == "treatment", "score"].to_numpy(dtype=float)
+        c = (
+            mine.loc[mine["arm"] == "control", "score"].to_numpy(dtype=float)
+            if claim.control is not None
+            else None
+        )
+        estimate, low, high = effect_interval(t, c, claim.effect, confidence)
+        poi = probability_of_improvement(t, c) if c is not None and len(t) and len(c) else (np.nan,) * 3
+        rows.append({
+            "claim": claim.name,
+            "statement": claim.statement,
+            "source": claim.source,
+            "metric": claim.metric,
+            "effect": claim.effect,
+            "claimed": claim.region.describe(),
+            "treatment": float(t.mean()) if len(t) else np.nan,
+            "control": float(c.mean()) if c is not None and len(c) else np.nan,
+            "estimate": estimate,
+            "low": low,
+            "high": high,
+            "n_treatment": len(t),
+            "n_control": len(c) if c is not None else 0,
+            "p_improvement": poi[0],
+            "p_improvement_low": poi[1],
+            "p_improvement_high": poi[2],
+            "verdict": verdict(low, high, claim.region),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+COLORS = {"supported": "tab:green", "not supported": "tab:red", "inconclusive": "0.45"}
+UNITS = {
+    "difference": "treatment - control",
+    "relative": "treatment / control - 1",
+    "value": "treatment value",
+}
+
+
+def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.Figure:
+    """One small panel per claim: the effect (point) and its interval (bar), the claimed region
+    shaded green, zero dashed; the verdict in the title's colour. Each panel has its own effect scale."""
+    by_name = {c.name: c for c in claims}
+    nrows = -(-len(table) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.2 * nrows), squeeze=False)
+    for ax, row in zip(axes.flat, table.itertuples()):
+        region = by_name[row.claim].region
+        ends = [v for v in (row.low, row.high, row.estimate, region.low, region.high, 0.0) if np.isfinite(v)]
+        span = (max(ends) - min(ends)) or 1.0
+        left, right = min(ends) - 0.25 * span, max(ends) + 0.25 * span
+        ax.axvspan(max(region.low, left), min(region.high, right), color="tab:green", alpha=0.15, lw=0)
+        ax.axvline(0.0, color="0.3", ls="--", lw=0.8)
+        color = COLORS[row.verdict]
+        if np.isfinite(row.low):
+            ax.plot([row.low, row.high], [0, 0], color=color, lw=3)
+        ax.plot([row.estimate], [0], "o", color=color, ms=7)
+        ax.set_xlim(left, right)
+        ax.set_ylim(-1, 1)
+        ax.set_yticks([])
+        ax.set_xlabel(f"{row.metric}: {UNITS[row.effect]}", fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        name = "\n".join(textwrap.wrap(row.claim.replace("_", " "), 34))
+        ax.set_title(f"{name}\n{row.verdict} (claimed {row.claimed})", fontsize=8, color=color)
+        ax.grid(alpha=0.3, axis="x")
+    for ax in list(axes.flat)[len(table) :]:
+        ax.axis("off")
+    n = int(table["n_treatment"].max()) if len(table) else 0
+    fig.suptitle(
+        f"claims of the seed documents: effect and 95% Welch interval over {n} runs per arm; "
+        "green band: the claimed effects",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    return fig

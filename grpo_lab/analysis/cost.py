@@ -1,0 +1,245 @@
+"""Cost of each scheme and training trick as multiples of the baseline GRPO step: the first seed
+document's cost structure (成本结构: sampling, forward and backward compute, memory), "recorded as
+relative multiples from controlled runs, never invented".
+
+Timing in a process pool is noisy (two runs share the cores), so cost runs are trained here, one
+after the other in this process on one torch thread, in interleaved rounds (round r runs every
+configuration once with seed r, so slow periods of the machine spread over all of them), and the
+first step of each run (one-off warm-up) is left out. Peak memory is the peak over the run of the
+process's resident memory (CUDA: allocated memory), reset before each run and reported above the
+memory the process held before it."""
+
+import ctypes
+import gc
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.colors import TwoSlopeNorm
+
+from grpo_lab import profiles
+from grpo_lab.analysis.stats import cost_table, effect_interval
+from grpo_lab.config import Config
+from grpo_lab.experiments.designs import Point, grid_points, preset_overrides
+from grpo_lab.experiments.store import ensure, run_dir
+from grpo_lab.presets import TRICKS, preset
+from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
+
+FULL_STEPS = 6
+"""steps per cost run under the full profile (the first is dropped: five timed steps per round)"""
+BASELINE = "grpo"
+SCHEMES = (
+    "grpo", "bnpo", "dr_grpo", "dapo", "lite_ppo", "gspo", "gspo_token", "cispo", "sapo", "gmpo", "gpg",
+    "rloo", "reinforce_pp", "scheme_a", "scheme_b", "scheme_c",
+)  # fmt: skip
+"""the named methods (presets) whose cost is measured"""
+SMOKE_SCHEMES = ("grpo", "dr_grpo")
+SMOKE_TRICKS = ("learnable_temperature", "temperature_noise")
+RESTING_FILE = "cost.json"
+"""written into a cost run's directory: the process memory before the run started (MB)"""
+PEAK_OVER_REST = "cost/peak_over_rest_mb"
+PHASES = {
+    "time/step_s": "step",
+    "time/sample_s": "sampling",
+    "time/logprob_s": "old/ref log-probs",
+    "time/forward_backward_s": "forward + backward",
+    "time/optimizer_s": "optimizer",
+    "cost/forward_passes": "forward passes",
+    "cost/backward_passes": "backward passes",
+    PEAK_OVER_REST: "peak memory",
+}
+"""the cost columns shown, with their short names"""
+
+
+def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
+    """The cost study's profile: `FULL_STEPS` steps per run under the full profile; its seeds are the
+    interleaved rounds."""
+    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
+
+
+def base_config(settings: profiles.Profile) -> Config:
+    """GRPO on `arith` with the profile's steps, validated only before and after training (outside
+    the timed steps) on a handful of prompts: cost runs are not scored."""
+    return preset("grpo", steps=settings.steps, eval_every=settings.steps, val_size=8, progress=False)
+
+
+def points(
+    base: Config, schemes: Sequence[str], tricks: Sequence[str], all_tricks: bool = True
+) -> list[Point]:
+    """The cost design: each scheme (preset, with the base's own changes), each trick switched on
+    over the base (`presets.TRICKS`), and every trick at once (`all_tricks`). The `kind` column says
+    which ('scheme' or 'trick')."""
+    unknown = sorted(set(tricks) - set(TRICKS))
+    if unknown:
+        raise ValueError(f"unknown trick(s) {unknown}; valid: {', '.join(TRICKS)}")
+    design = [
+        Point(p.label, {"kind": "scheme"}, p.config) for p in grid_points(base, {"preset": list(schemes)})
+    ]
+    design += [Point(name, {"kind": "trick"}, base.replace(**TRICKS[name])) for name in tricks]
+    if all_tricks:
+        design.append(Point("all_tricks", {"kind": "trick"}, preset("all_tricks", **preset_overrides(base))))
+    return design
+
+
+def design(profile: str, base: Config) -> list[Point]:
+    """Every scheme and trick under the full profile; two of each (and no all_tricks) in smoke."""
+    if profile == "full":
+        return points(base, SCHEMES, list(TRICKS))
+    return points(base, SMOKE_SCHEMES, SMOKE_TRICKS, all_tricks=False)
+
+
+def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> pd.DataFrame:
+    """Train every point of `design` once per seed (a round per seed, rounds interleaved) in this
+    process on one torch thread, after an unrecorded warm-up run; finished runs under `root` are
+    loaded, not re-measured. Returns the tidy metrics (label, the point's columns, seed, then a row
+    per step) with `cost/peak_over_rest_mb`, the run's peak memory above what the process held
+    before it (NaN where that is unknown)."""
+    from grpo_lab.trainer import train  # analysis modules import the trainer only when they train
+
+    if not seeds:
+        raise ValueError("need at least one seed (round)")
+    root = Path(root).resolve()
+    runs = [p.config.replace(seed=s) for s in seeds for p in design]
+    pending = [c for c in runs if not is_finished(run_dir(c, root))]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a pool worker; not Config.torch_threads, which changes the run's key
+    try:
+        if pending:  # the first run of a process also pays for lazy loading: do it once, unrecorded
+            train(pending[0].replace(steps=2, eval_every=2), out=None)
+        for config in pending:
+            if not is_finished(run_dir(config, root)):  # a design may list one config twice
+                resting = reset_peak_memory()
+                ensure(config, root)
+                write_json_atomic(run_dir(config, root) / RESTING_FILE, {"resting_mb": resting})
+    finally:
+        torch.set_num_threads(threads)
+    frames = []
+    for seed in seeds:
+        for point in design:
+            path = run_dir(point.config.replace(seed=seed), root)
+            frame = read_metrics(path).assign(label=point.label, seed=seed, **point.columns)
+            frame[PEAK_OVER_REST] = frame["cost/peak_rss_mb"] - _resting(path)
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def reset_peak_memory() -> float:
+    """Reset the peak-memory counter the trainer reads and return the memory held now (MB): CUDA's
+    allocator peak on GPU; on Linux the process's peak resident set (writing 5 to
+    /proc/self/clear_refs resets it, and getrusage's ru_maxrss with it), after returning freed heap
+    to the system. NaN, with a warning, where the peak cannot be reset."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_allocated() / 2**20
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc keeps freed memory resident otherwise
+        Path("/proc/self/clear_refs").write_text("5")
+        status = Path("/proc/self/status").read_text().splitlines()
+    except (OSError, AttributeError):
+        warnings.warn(
+            "peak memory cannot be reset on this platform: memory multiples are left out", stacklevel=2
+        )
+        return math.nan
+    rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return rss_kb / 1024
+
+
+def _resting(path: Path) -> float:
+    file = path / RESTING_FILE
+    return float(json.loads(file.read_text())["resting_mb"]) if file.exists() else math.nan
+
+
+def timed(df: pd.DataFrame) -> pd.DataFrame:
+    """The training steps that count for cost: every run's steps but its first (warm-up)."""
+    return df[df["reward"].notna() & (df["step"] > 0)]
+
+
+def per_run(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One value of a cost column per run (label, seed): its mean over the timed steps, or its
+    maximum for a peak."""
+    runs = timed(df).groupby(["label", "seed"])[column]
+    return (runs.max() if column.startswith("cost/peak") else runs.mean()).reset_index()
+
+
+def multiples(df: pd.DataFrame, column: str = "time/step_s", confidence: float = 0.95) -> pd.DataFrame:
+    """Per configuration: `column` as a multiple of the baseline's, with a Welch t-interval of the
+    ratio of run means over the rounds (`stats.effect_interval`, 'relative', plus one)."""
+    runs = per_run(df, column)
+    if BASELINE not in set(runs["label"]):
+        raise ValueError(f"the cost design has no {BASELINE!r} run to compare against")
+    reference = runs.loc[runs["label"] == BASELINE, column].to_numpy()
+    rows = []
+    for label, group in runs.groupby("label", sort=False):
+        point, lo, hi = effect_interval(group[column].to_numpy(), reference, "relative", confidence)
+        rows.append({"label": label, "multiple": 1 + point, "lo": 1 + lo, "hi": 1 + hi, "n": len(group)})
+    return pd.DataFrame(rows)
+
+
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    """Each configuration's cost (mean over its runs of the per-step means, peaks as maxima) as a
+    multiple of the baseline, one column per entry of `PHASES` that was logged, in design order,
+    after its kind ('scheme' or 'trick')."""
+    costs = cost_table(timed(df), BASELINE)
+    present = [c for c in PHASES if c in costs]
+    out = costs[[f"{c}_x" for c in present]].set_axis([PHASES[c] for c in present], axis=1)
+    order = list(dict.fromkeys(df["label"]))
+    out = out.loc[order]
+    kinds = df.drop_duplicates("label").set_index("label")["kind"]
+    return out.assign(kind=kinds.loc[order].to_numpy())[["kind", *out.columns]]
+
+
+def baseline_absolute(df: pd.DataFrame) -> pd.Series:
+    """The baseline's own cost per step (seconds, passes, MB): what the multiples multiply."""
+    costs = cost_table(timed(df), BASELINE)
+    present = [c for c in PHASES if c in costs]
+    return costs.loc[BASELINE, present].set_axis([PHASES[c] for c in present])
+
+
+def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure:
+    """Left: the step time of each configuration as a multiple of GRPO's, with a 95% interval over
+    the rounds (log scale). Right: every phase, pass count and the peak memory as multiples (colour
+    on a log2 scale, value written in the cell)."""
+    steps = multiples(df).set_index("label")
+    cells = table(df)
+    labels = list(cells.index)
+    n = len(labels)
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(13, 1.2 + 0.32 * n), gridspec_kw={"width_ratios": [1, 1.6]}, sharey=True
+    )
+    y = np.arange(n)
+    colors = ["tab:blue" if k == "scheme" else "tab:orange" for k in cells["kind"]]
+    s = steps.loc[labels]
+    left.errorbar(s["multiple"], y, xerr=[s["multiple"] - s["lo"], s["hi"] - s["multiple"]], fmt="none",
+                  ecolor="0.4", lw=1, capsize=2)  # fmt: skip
+    left.scatter(s["multiple"], y, c=colors, zorder=3, s=22)
+    left.axvline(1.0, color="0.3", ls="--", lw=1)
+    left.set_xscale("log", base=2)
+    left.set_yticks(y, labels, fontsize=8)
+    left.invert_yaxis()
+    left.set_xlabel("step time / GRPO step time (log scale)")
+    left.set_title("step time (95% interval over rounds)", fontsize=10)
+    left.grid(alpha=0.3, axis="x")
+    left.scatter([], [], c="tab:blue", label="scheme (preset)")
+    left.scatter([], [], c="tab:orange", label="trick over GRPO")
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.9 / n - 0.12), ncol=2, frameon=False)
+    values = cells.drop(columns="kind").to_numpy(dtype=float)
+    shown = np.log2(np.clip(np.nan_to_num(values, nan=1.0), 1 / 16, 16))
+    image = right.imshow(shown, aspect="auto", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -2.0, 2.0))
+    for (i, j), v in np.ndenumerate(values):
+        right.text(j, i, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=7)
+    columns = list(cells.columns[1:])
+    right.set_xticks(np.arange(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+    right.set_title("multiple of GRPO per phase (colour: log2)", fontsize=10)
+    bar = fig.colorbar(image, ax=right, fraction=0.04, pad=0.02)
+    bar.set_ticks([-2, -1, 0, 1, 2], labels=["1/4", "1/2", "1", "2", "4"])
+    seeds = df["seed"].nunique()
+    fig.suptitle(f"{title} ({seeds} interleaved rounds, first step of each run dropped)", fontsize=11)
+    fig.tight_layout()
+    return fig

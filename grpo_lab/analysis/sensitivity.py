@@ -1,0 +1,213 @@
+"""Sensitivity of GRPO to its main knobs, the first seed document's 调参敏感度: "cover the learning
+rate, clip threshold, KL coefficient and group size; is the outcome smooth around the default, or is
+there a steep failure boundary?" Each knob is scanned alone around the `grpo` defaults on short runs;
+the outcome against the value is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
+
+The short-run profile defined here is shared with the claims study (09), so both reuse the same runs."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from grpo_lab import profiles
+from grpo_lab.analysis.stats import cliffs, sensitivity_table
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.presets import preset
+
+FULL_STEPS = 75
+"""steps per run of the short-run studies (06 and 09) under the full profile"""
+
+
+def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
+    """The short-run profile: `FULL_STEPS` steps under the full profile, validated only before the
+    first and after the last update (the outcome is the final validation)."""
+    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
+    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, eval_every=first.steps)
+
+
+def base_config(settings: profiles.Profile) -> Config:
+    """GRPO on `arith` with the profile's steps, validation interval and validation size."""
+    return preset(
+        "grpo",
+        steps=settings.steps,
+        eval_every=settings.eval_every,
+        val_size=settings.val_size,
+        progress=False,
+    )
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One knob scanned over values, the rest of the config fixed."""
+
+    name: str
+    """the knob, as it appears in the `scan` column"""
+    fields: tuple[str, ...]
+    """config fields set to each value (the clip range sets both bounds)"""
+    values: tuple[Any, ...]
+    label: str
+    """x-axis label, with units"""
+    scale: str
+    """x-axis scale: 'log', 'log2', 'symlog' (log with a linear stretch around 0) or 'linear'"""
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    """other config fields the whole scan changes (and why, in `note`)"""
+    note: str = ""
+
+
+SCANS = (
+    Scan("learning_rate", ("learning_rate",), (1e-5, 3e-5, 1e-4, 3e-4, 1e-3), "learning rate (AdamW)", "log"),
+    Scan(
+        "clip_range",
+        ("eps_low", "eps_high"),
+        (0.01, 0.05, 0.2, 0.5),
+        "clip range ε (ratio clipped to [1-ε, 1+ε])",
+        "log",
+        {"num_iterations": 2},
+        "two updates per batch: with one, the ratio is exactly 1 and the clip range changes nothing",
+    ),
+    Scan("kl_coef", ("kl_coef",), (0.0, 0.04, 0.2, 1.0), "KL coefficient β (k3 in the loss)", "symlog"),
+    Scan("group_size", ("group_size",), (2, 4, 8, 16), "group size G (completions per prompt)", "log2"),
+)
+SMOKE_VALUES = {"learning_rate": (3e-5, 1e-3), "clip_range": (0.2,), "kl_coef": (0.04,), "group_size": (8,)}
+"""the values under the smoke profile: a curve for the learning rate, the default alone for the others"""
+
+Outcome = tuple[str, int, str]
+"""(metric, window of last logged values, label)"""
+OUTCOMES: tuple[Outcome, ...] = (
+    ("val/accuracy", 1, "final validation accuracy (greedy)"),
+    ("reward", 10, "training reward (mean of last 10 steps)"),
+)
+"""the outcomes read against each knob"""
+
+
+def scans(profile: str) -> tuple[Scan, ...]:
+    """Every value under the full profile; `SMOKE_VALUES` otherwise."""
+    if profile == "full":
+        return SCANS
+    return tuple(replace(s, values=SMOKE_VALUES[s.name]) for s in SCANS)
+
+
+def points(base: Config, scan: Scan) -> list[Point]:
+    """One design point per value of `scan`: columns `scan` (its name) and `value`."""
+    return [
+        Point(
+            f"{scan.name}={value}",
+            {"scan": scan.name, "value": value},
+            base.replace(**scan.fixed, **dict.fromkeys(scan.fields, value)),
+        )
+        for value in scan.values
+    ]
+
+
+def run(
+    base: Config, scans: Sequence[Scan], seeds: Sequence[int], root: str | Path, **options: Any
+) -> SweepResult:
+    """Every scan over `seeds` in one design (a configuration shared by several scans, such as the
+    base, is trained once); `options` as for `experiments.run_design`."""
+    return run_design([p for scan in scans for p in points(base, scan)], seeds, root, **options)
+
+
+def outcome_table(
+    metrics: pd.DataFrame, scans: Sequence[Scan], outcomes: Sequence[Outcome] = OUTCOMES
+) -> pd.DataFrame:
+    """Per scan, outcome and value: runs, across-seed mean with t-interval and IQM of the outcome
+    (each run's mean of its last `window` logged values), from `stats.sensitivity_table`."""
+    frames = []
+    for scan in scans:
+        runs = metrics[metrics["scan"] == scan.name].astype({"value": float})
+        for metric, window, _ in outcomes:
+            table = sensitivity_table(runs, "value", metric, window)
+            frames.append(table.assign(scan=scan.name, outcome=metric))
+    return pd.concat(frames, ignore_index=True)[["scan", "outcome", "value", "n", "mean", "lo", "hi", "iqm"]]
+
+
+def cliff_table(outcomes: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """The cliffs of every scan and outcome (`stats.cliffs`: adjacent values whose mean outcomes differ
+    by more than `threshold`), one row each."""
+    rows = []
+    for (scan, outcome), table in outcomes.groupby(["scan", "outcome"], sort=False):
+        for cliff in cliffs(table, "value", threshold):
+            rows.append({"scan": scan, "outcome": outcome, **cliff._asdict(), "jump": cliff.jump})
+    return pd.DataFrame(rows, columns=["scan", "outcome", "low", "high", "before", "after", "jump"])
+
+
+def figure(
+    outcomes: pd.DataFrame,
+    scans: Sequence[Scan],
+    threshold: float,
+    base: Config,
+    labels: Sequence[Outcome] = OUTCOMES,
+) -> plt.Figure:
+    """A column per knob, a row per outcome: the across-seed mean (points and line) with its 95%
+    t-interval (error bars) against the value; the `base` config's value dotted; cliffs (a jump in
+    mean larger than `threshold` between neighbours) drawn as a thick red segment."""
+    found = cliff_table(outcomes, threshold)
+    fig, axes = plt.subplots(
+        len(labels), len(scans), figsize=(3.6 * len(scans), 3.0 * len(labels) + 0.6), squeeze=False
+    )
+    for col, scan in enumerate(scans):
+        default = getattr(base, scan.fields[0])
+        for row, (metric, _, label) in enumerate(labels):
+            ax = axes[row, col]
+            t = outcomes[(outcomes["scan"] == scan.name) & (outcomes["outcome"] == metric)].sort_values(
+                "value"
+            )
+            for c in found[(found["scan"] == scan.name) & (found["outcome"] == metric)].itertuples():
+                ax.plot([c.low, c.high], [c.before, c.after], color="tab:red", lw=5, alpha=0.45, zorder=2,
+                        label=f"cliff (|jump in mean| > {threshold:g})")  # fmt: skip
+            ax.errorbar(t["value"], t["mean"], yerr=[t["mean"] - t["lo"], t["hi"] - t["mean"]], fmt="o-",
+                        color="tab:blue", ms=4, lw=1.2, capsize=3, zorder=3,
+                        label="across-seed mean, 95% t-interval")  # fmt: skip
+            ax.axvline(default, color="0.5", ls=":", lw=1, zorder=1, label="GRPO default")
+            _set_scale(ax, scan)
+            ax.grid(alpha=0.3)
+            if row == len(labels) - 1:
+                ax.set_xlabel(scan.label, fontsize=9)
+            if col == 0:
+                ax.set_ylabel(label, fontsize=9)
+        title = scan.label.split(" (")[0]
+        extra = ", ".join(f"{k}={v}" for k, v in scan.fixed.items())
+        axes[0, col].set_title(f"{title} ({extra})" if extra else title, fontsize=10)
+    handles = {}
+    for ax in axes.flat:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(
+        handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, frameon=False
+    )
+    n = outcomes["n"].max()
+    fig.suptitle(f"sensitivity of GRPO on arith (mean and 95% t-interval over {n} seeds)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def _set_scale(ax: plt.Axes, scan: Scan) -> None:
+    """The scan's x scale, ticks at its values."""
+    if scan.scale == "log":
+        ax.set_xscale("log")
+    elif scan.scale == "log2":
+        ax.set_xscale("log", base=2)
+    elif scan.scale == "symlog":
+        positive = [v for v in scan.values if v > 0]
+        ax.set_xscale("symlog", linthresh=min(positive) if positive else 1.0)
+    elif scan.scale != "linear":
+        raise ValueError(f"unknown scale {scan.scale!r}; valid: log, log2, symlog, linear")
+    ax.set_xticks(list(scan.values), [f"{v:g}" for v in scan.values], fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlim(*_padded(scan))
+
+
+def _padded(scan: Scan) -> tuple[float, float]:
+    """x limits a little beyond the first and last value, in the scan's scale."""
+    lo, hi = min(scan.values), max(scan.values)
+    if scan.scale in ("log", "log2"):
+        return lo / 1.5, hi * 1.5
+    if scan.scale == "symlog":
+        return lo - 0.5 * min([v for v in scan.values if v > 0] or [1.0]), hi * 1.5
+    span = hi - lo or 1.0
+    return lo - 0.05 * span, hi + 0.05 * span

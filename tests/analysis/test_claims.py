@@ -1,0 +1,211 @@
+"""Claims: the decision rule on hand intervals and on synthetic runs built to give each verdict, the
+per-run metrics, the catalogue's validity, and the whole path from runs to verdicts on tiny runs."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_lab.analysis import claims, cost, sensitivity
+from grpo_lab.analysis.claims import Claim, at_most, between, equivalent, greater, less, noninferior, verdict
+from grpo_lab.config import Config
+
+# --- the decision rule -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "region", "expected"),
+    [
+        (0.1, 0.3, greater(), "supported"),
+        (-0.3, -0.1, greater(), "not supported"),
+        (-0.1, 0.3, greater(), "inconclusive"),
+        (0.0, 0.0, greater(), "not supported"),  # exactly no effect is not an increase
+        (0.01, 0.02, greater(0.05), "not supported"),  # an effect, but smaller than the claimed margin
+        (-0.3, -0.1, less(), "supported"),
+        (-0.02, 0.01, equivalent(0.03), "supported"),
+        (0.04, 0.09, equivalent(0.03), "not supported"),
+        (-0.01, 0.05, equivalent(0.03), "inconclusive"),
+        (0.16, 0.19, between(0.15, 0.20), "supported"),
+        (-0.05, 0.05, between(0.15, 0.20), "not supported"),
+        (0.10, 0.18, between(0.15, 0.20), "inconclusive"),
+        (-0.02, 0.08, noninferior(0.03), "supported"),
+        (-0.09, -0.04, noninferior(0.03), "not supported"),
+        (0.001, 0.008, at_most(0.01), "supported"),
+        (0.02, 0.04, at_most(0.01), "not supported"),
+        (math.nan, math.nan, greater(), "inconclusive"),
+    ],
+)
+def test_verdict_compares_the_interval_with_the_claimed_region(low, high, region, expected):
+    assert verdict(low, high, region) == expected
+
+
+def test_regions_describe_themselves_and_refuse_empty_ranges():
+    assert greater().describe() == "> 0" and less().describe() == "< 0"
+    assert between(0.15, 0.2).describe() == "in (0.15, 0.2)"
+    with pytest.raises(ValueError, match="low < high"):
+        between(0.2, 0.1)
+    with pytest.raises(ValueError, match="low <= high"):
+        verdict(0.3, 0.1, greater())
+
+
+def synthetic_claim(region, effect="difference", control=True) -> Claim:
+    return Claim("c", "a claim", "doc", "final_val_accuracy", effect, region, {"adv_clip": 2.0},
+                 {} if control else None)  # fmt: skip
+
+
+def synthetic_scores(treatment: list[float], control: list[float] | None) -> pd.DataFrame:
+    rows = [{"claim": "c", "arm": "treatment", "seed": i, "score": v} for i, v in enumerate(treatment)]
+    rows += [{"claim": "c", "arm": "control", "seed": i, "score": v} for i, v in enumerate(control or [])]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("treatment", "control", "expected"),
+    [
+        ([0.60, 0.62, 0.61, 0.63], [0.40, 0.41, 0.42, 0.40], "supported"),  # clearly higher
+        ([0.30, 0.31, 0.29, 0.30], [0.50, 0.52, 0.49, 0.51], "not supported"),  # clearly lower
+        ([0.30, 0.70, 0.40, 0.60], [0.50, 0.45, 0.55, 0.50], "inconclusive"),  # noise swamps it
+    ],
+)
+def test_decision_rule_on_synthetic_runs_for_an_increase(treatment, control, expected):
+    claim = synthetic_claim(greater())
+    table = claims.evaluate([claim], synthetic_scores(treatment, control))
+    row = table.iloc[0]
+    assert row["verdict"] == expected
+    assert row["estimate"] == pytest.approx(np.mean(treatment) - np.mean(control))
+    assert row["low"] < row["estimate"] < row["high"]
+    assert row["n_treatment"] == 4 and row["n_control"] == 4
+
+
+@pytest.mark.parametrize(
+    ("treatment", "control", "expected"),
+    [
+        ([0.500, 0.505, 0.495, 0.500], [0.500, 0.502, 0.498, 0.501], "supported"),  # the same outcome
+        ([0.600, 0.610, 0.605, 0.600], [0.500, 0.502, 0.498, 0.501], "not supported"),  # 10 points apart
+        ([0.400, 0.600, 0.450, 0.550], [0.500, 0.502, 0.498, 0.501], "inconclusive"),
+    ],
+)
+def test_decision_rule_on_synthetic_runs_for_a_no_op(treatment, control, expected):
+    table = claims.evaluate([synthetic_claim(equivalent(0.03))], synthetic_scores(treatment, control))
+    assert table.iloc[0]["verdict"] == expected
+
+
+@pytest.mark.parametrize(
+    ("treatment", "expected"),
+    [
+        ([1.17, 1.18, 1.175], "supported"),
+        ([1.00, 1.01, 0.99], "not supported"),
+        ([1.0, 1.4, 1.2], "inconclusive"),
+    ],
+)
+def test_decision_rule_on_synthetic_runs_for_a_relative_cost(treatment, expected):
+    control = [1.0, 1.002, 0.998]
+    claim = synthetic_claim(between(0.15, 0.20), effect="relative")
+    table = claims.evaluate([claim], synthetic_scores(treatment, control))
+    assert table.iloc[0]["verdict"] == expected
+    assert table.iloc[0]["estimate"] == pytest.approx(np.mean(treatment) / np.mean(control) - 1)
+
+
+def test_decision_rule_on_a_value_without_control():
+    claim = synthetic_claim(at_most(0.01), effect="value", control=False)
+    assert (
+        claims.evaluate([claim], synthetic_scores([0.001, 0.002, 0.0015], None)).iloc[0]["verdict"]
+        == "supported"
+    )
+    row = claims.evaluate([claim], synthetic_scores([0.03, 0.028, 0.031], None)).iloc[0]
+    assert row["verdict"] == "not supported" and row["n_control"] == 0 and np.isnan(row["p_improvement"])
+
+
+# --- per-run metrics -------------------------------------------------------------------------------
+
+
+def synthetic_run() -> pd.DataFrame:
+    steps = np.arange(8)
+    run = pd.DataFrame({
+        "step": steps,
+        "reward": 0.1 * steps,
+        "kl/exact": [0.0, 0.1, 0.0, 0.1, 0.0, 0.1, 0.0, 0.1],
+        "completions/mean_length": np.arange(8.0, 16.0),
+        "time/step_s": [9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        "entropy": [1.0] * 4 + [0.5] * 4,
+    })  # fmt: skip
+    final = pd.DataFrame({"step": [0, 8], "val/accuracy": [0.3, 0.55], "val/reward": [0.3, 0.55]})
+    return pd.concat([run, final], ignore_index=True)
+
+
+def test_run_metrics_on_a_synthetic_run():
+    run = synthetic_run()
+    metric = claims.RUN_METRICS.get
+    assert metric("final_val_accuracy")(run) == 0.55
+    assert metric("mean_reward")(run) == pytest.approx(0.35)
+    assert metric("kl_volatility")(run) == pytest.approx(np.std([0.1, -0.1] * 3 + [0.1], ddof=1))
+    assert metric("final_length")(run) == pytest.approx(14.5)  # last quarter: 14, 15
+    assert metric("step_time")(run) == 1.0  # the warm-up step is left out
+    assert metric("early_entropy")(run) == 1.0
+    with pytest.raises(ValueError, match="never logged 'advantages/clipped_frac'"):
+        metric("clipped_frac")(run)
+
+
+# --- the catalogue ---------------------------------------------------------------------------------
+
+
+def test_claim_refuses_bad_declarations():
+    with pytest.raises(ValueError, match="unknown metric"):
+        Claim("c", "s", "d", "accuracy", "difference", greater(), {})
+    with pytest.raises(ValueError, match="unknown effect"):
+        Claim("c", "s", "d", "final_val_accuracy", "ratio", greater(), {})
+    with pytest.raises(ValueError, match="unknown design"):
+        Claim("c", "s", "d", "final_val_accuracy", "difference", greater(), {}, design="gpu")
+    with pytest.raises(ValueError, match="takes no control"):
+        Claim("c", "s", "d", "final_val_accuracy", "value", greater(), {})
+
+
+@pytest.mark.parametrize("profile", ["smoke", "full"])
+def test_every_claim_builds_valid_and_distinct_arms(profile):
+    bases = {
+        "training": sensitivity.base_config(sensitivity.settings(profile)),
+        "cost": cost.base_config(cost.settings(profile)),
+    }
+    catalogue = claims.catalogue(profile)
+    assert len({c.name for c in catalogue}) == len(catalogue)
+    for claim in catalogue:
+        arms = {arm: bases[claim.design].replace(**o) for arm, o in claim.arms().items()}
+        assert all(isinstance(c, Config) for c in arms.values())
+        if "control" in arms:
+            assert arms["treatment"].key() != arms["control"].key(), claim.name
+
+
+def test_cost_claims_reuse_the_cost_study_configs():
+    """A cost claim's treatment is the cost design's configuration of that trick, so 08's runs serve."""
+    base = cost.base_config(cost.settings("full"))
+    design = {p.config.key() for p in cost.design("full", base)}
+    for claim in claims.CLAIMS:
+        if claim.design == "cost":
+            assert all(base.replace(**o).key() in design for o in claim.arms().values()), claim.name
+
+
+def test_group_size_claims_reuse_the_sensitivity_runs():
+    base = sensitivity.base_config(sensitivity.settings("full"))
+    scanned = {p.config.key() for scan in sensitivity.SCANS for p in sensitivity.points(base, scan)}
+    for claim in claims.CLAIMS:
+        if "group_size" in claim.treatment:
+            assert all(base.replace(**o).key() in scanned for o in claim.arms().values()), claim.name
+
+
+# --- from runs to verdicts -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_scores_and_verdicts_from_real_runs(tmp_path):
+    """A training claim and a cost claim, end to end on two-step runs of the embedded model."""
+    catalogue = [c for c in claims.CLAIMS if c.name in ("adv_clip_never_binds", "learnable_temperature_cost")]
+    scores = claims.scores(catalogue, "smoke", [0, 1], tmp_path, steps=2, workers=1, progress=False)
+    assert set(scores["claim"]) == {c.name for c in catalogue}
+    assert len(scores) == 2 + 4  # two treatment runs; two treatment and two control cost runs
+    table = claims.evaluate(catalogue, scores)
+    assert set(table["verdict"]) <= set(claims.VERDICTS)
+    clipped = scores[scores["claim"] == "adv_clip_never_binds"]["score"]
+    assert clipped.between(0, 1).all()
+    fig = claims.figure(table, catalogue)
+    assert len([ax for ax in fig.axes if ax.has_data()]) == 2
