@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= full
 
-.PHONY: setup figures test lint format
+.PHONY: setup figures test test-browser lint format
 setup:
 	VENV=$(VENV) scripts/setup.sh dev
 
@@ -17,6 +17,10 @@ lint: setup
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+# the playground in JupyterLab and headless Chromium (needs /usr/bin/chromium: apt-get install chromium)
+test-browser: setup
+	$(BIN)/python -m pytest -q tests/browser
 
 format: setup
 	$(BIN)/ruff format .

@@ -35,6 +35,7 @@ MAX_LEGEND = 6
 
 CSS = {
     "kl_coef": "grpo-kl-slider",
+    "steps_per_click": "grpo-steps-per-click",
     "train": "grpo-train",
     "coef_in_use": "grpo-kl-coef",
     "plot": "grpo-plot",
@@ -178,6 +179,7 @@ class Playground:
             description="steps per click",
             style={"description_width": "9em"},
         )
+        self.steps_per_click.add_class(CSS["steps_per_click"])
         self.button = widgets.Button(description="Train", button_style="primary", icon="play")
         self.button.add_class(CSS["train"])
         self.coef_in_use = widgets.HTML(value="–", description="β in use", style={"description_width": "9em"})
