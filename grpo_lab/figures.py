@@ -1,14 +1,33 @@
-"""`grpo-lab figures`: execute every notebook headlessly with papermill; their cells write figures/."""
+"""`grpo-lab figures`: execute every notebook headlessly with papermill; their cells write figures/.
+Then the index of the figures (figures/README.md under the full profile) is built from what the
+executions produced: each executed notebook's papermill record (parameters, start and end times),
+the profile it resolved (the `Profile(...)` it displayed), the commit it ran on, and the PNGs in
+figures/ written while it ran."""
 
+import ast
+import datetime
+import json
+import os
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from grpo_lab.analysis.plots import project_root
 
+INDEX = "README.md"
+"""the index of figures/ written by the full profile (other profiles write theirs into executed/)"""
+PROFILE_REPR = re.compile(
+    r"Profile\(name='[^']*', seeds=\([^)]*\), steps=\d+, eval_every=\d+, val_size=\d+\)"
+)
+CLOCK_SLACK_S = 1.0
+"""tolerance between the file system's and papermill's clocks when matching a figure to a notebook"""
 
-def notebooks(only: list[str] | None = None) -> list[Path]:
-    found = sorted((project_root() / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+def notebooks(only: list[str] | None = None, root: Path | None = None) -> list[Path]:
+    found = sorted(((root or project_root()) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if only:
         found = [p for p in found if p.stem in only or p.stem.split("_", 1)[0] in only]
         if not found:
@@ -16,15 +35,17 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
     return found
 
 
-def regenerate(profile: str = "full", only: list[str] | None = None) -> list[str]:
-    """Run the notebooks with `profile`; executed copies go to notebooks/executed/. Returns failures."""
+def regenerate(profile: str = "full", only: list[str] | None = None, root: Path | None = None) -> list[str]:
+    """Run the notebooks with `profile`; executed copies go to notebooks/executed/, stamped with the
+    commit they ran on; then write the index of figures (`write_index`). Returns the failures."""
     import papermill
 
-    root = project_root()
+    root = root or project_root()
     executed = root / "notebooks" / "executed"
     executed.mkdir(parents=True, exist_ok=True)
+    commit = git_commit(root)
     failures = []
-    for nb in notebooks(only):
+    for nb in notebooks(only, root):
         start = time.perf_counter()
         try:
             papermill.execute_notebook(
@@ -38,4 +59,145 @@ def regenerate(profile: str = "full", only: list[str] | None = None) -> list[str
         except Exception as err:  # report every notebook, then fail
             failures.append(nb.name)
             print(f"{nb.name}: FAILED ({type(err).__name__}: {str(err)[:500]})", file=sys.stderr)
+        if (executed / nb.name).exists():
+            stamp(executed / nb.name, commit)
+    print(f"index of figures: {write_index(root, profile)}")
     return failures
+
+
+def git_commit(root: Path) -> str:
+    """The checked-out commit, with '+dirty' when tracked files have uncommitted changes; 'unknown'
+    outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True
+        )
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True)  # fmt: skip
+    except OSError:
+        return "unknown"
+    if head.returncode:
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def stamp(path: Path, commit: str) -> None:
+    """Record the commit in an executed notebook's metadata (`grpo_lab.commit`)."""
+    nb = json.loads(path.read_text())
+    nb["metadata"].setdefault("grpo_lab", {})["commit"] = commit
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def index_path(root: Path, profile: str) -> Path:
+    """figures/README.md for the full profile; notebooks/executed/figures_<profile>.md otherwise
+    (smoke figures are not committed, so neither is their index)."""
+    if profile == "full":
+        return root / "figures" / INDEX
+    return root / "notebooks" / "executed" / f"figures_{profile}.md"
+
+
+def execution_record(path: Path) -> dict[str, Any]:
+    """What an executed notebook says about its run: name, start and end (UTC), parameters (the
+    parameters cell's values, overridden by the injected ones), the resolved profile, the commit."""
+    nb = json.loads(path.read_text())
+    meta = nb["metadata"].get("papermill", {})
+    if not meta.get("start_time") or not meta.get("end_time"):
+        raise ValueError(f"{path} was not executed by papermill (no start and end time in its metadata)")
+    parameters = {}
+    for cell in nb["cells"]:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            parameters.update(_assignments("".join(cell["source"])))
+    parameters.update(meta.get("parameters", {}))
+    outputs = [_text(out) for cell in nb["cells"] for out in cell.get("outputs", [])]
+    profile = next((m.group(0) for m in map(PROFILE_REPR.search, outputs) if m), None)
+    return {
+        "notebook": path.stem,
+        "start": _utc(meta["start_time"]),
+        "end": _utc(meta["end_time"]),
+        "parameters": parameters,
+        "profile": profile,
+        "commit": nb["metadata"].get("grpo_lab", {}).get("commit", "unknown"),
+        "failed": bool(meta.get("exception")),
+    }
+
+
+def _assignments(source: str) -> dict[str, Any]:
+    """`name = literal` statements of a parameters cell."""
+    values = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                values[node.targets[0].id] = ast.unparse(node.value)
+    return values
+
+
+def _text(output: dict) -> str:
+    if "text" in output:
+        return "".join(output["text"])
+    return "".join(output.get("data", {}).get("text/plain", ""))
+
+
+def _utc(stamp: str) -> datetime.datetime:
+    moment = datetime.datetime.fromisoformat(stamp)
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def figures_of(record: dict[str, Any], figures: list[Path]) -> list[Path]:
+    """The PNGs whose modification time falls within the notebook's execution."""
+    start, end = record["start"].timestamp() - CLOCK_SLACK_S, record["end"].timestamp() + CLOCK_SLACK_S
+    return [f for f in figures if start <= f.stat().st_mtime <= end]
+
+
+def write_index(root: Path, profile: str) -> Path:
+    """Write the index of figures for `profile` (see `index_path`): a section per executed notebook
+    with its parameters, resolved profile, commit and dates, and the figures it wrote; then the
+    figures no recorded execution wrote. Built from notebooks/executed/ and figures/ as they are."""
+    executed = sorted((root / "notebooks" / "executed").glob("[0-9][0-9]_*.ipynb"))
+    figures = sorted((root / "figures").glob("*.png"))
+    records = [execution_record(p) for p in executed]
+    path = index_path(root, profile)
+    link = {f: os.path.relpath(f, path.parent) for f in figures}
+    lines = [
+        "# Figures",
+        "",
+        f"Index written by `grpo-lab figures --profile {profile}` from the executed notebooks "
+        "(`notebooks/executed/`): each figure is listed under the notebook whose execution wrote it, "
+        "with that execution's parameters, profile, commit and dates (UTC). Do not edit by hand.",
+    ]
+    claimed: set[Path] = set()
+    for record in records:
+        mine = figures_of(record, figures)
+        claimed.update(mine)
+        duration = (record["end"] - record["start"]).total_seconds()
+        params = ", ".join(f"`{k}={v!r}`" for k, v in record["parameters"].items())
+        lines += [
+            "",
+            f"## {record['notebook']}" + (" (FAILED)" if record["failed"] else ""),
+            "",
+            f"- executed: {record['start']:%Y-%m-%d %H:%M:%S} to {record['end']:%H:%M:%S} UTC "
+            f"({duration:.0f} s)",
+            f"- commit: `{record['commit']}`",
+            f"- parameters: {params or 'none'}",
+            f"- resolved profile: `{record['profile']}`"
+            if record["profile"]
+            else "- resolved profile: not displayed",
+            "",
+        ]
+        if mine:
+            lines += ["| figure | written (UTC) |", "|---|---|"]
+            for f in mine:
+                written = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
+                lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} |")
+        else:
+            lines.append("No figure was written by this execution.")
+    orphans = [
+        f for f in figures if f not in claimed and (profile != "full" or not f.stem.endswith("_smoke"))
+    ]
+    if orphans:
+        lines += ["", "## Figures no recorded execution wrote", ""]
+        lines += [f"- [{f.name}]({link[f]})" for f in orphans]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,124 @@
+"""The index of figures: built from executed notebooks (papermill's record) and the PNGs they wrote,
+on a fake project; and `regenerate` end to end on a tiny real notebook."""
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grpo_lab import figures
+
+T0 = datetime.datetime(2026, 1, 2, 10, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+def executed_notebook(
+    path: Path, start: datetime.datetime, seconds: float, injected: dict, commit: str
+) -> None:
+    """A notebook as papermill leaves it: parameters cell, injected cell, a displayed Profile."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('profile = "smoke"\nseeds = None\ncliff_threshold = 0.1')
+    params.metadata["tags"] = ["parameters"]
+    injected_cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in injected.items()))
+    injected_cell.metadata["tags"] = ["injected-parameters"]
+    shown = nbformat.v4.new_code_cell("settings")
+    profile = "Profile(name='full', seeds=(0, 1, 2), steps=75, eval_every=75, val_size=200)"
+    shown.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": profile}, execution_count=3)]
+    nb.cells = [params, injected_cell, shown]
+    end = start + datetime.timedelta(seconds=seconds)
+    nb.metadata["papermill"] = {"parameters": injected, "start_time": start.isoformat(),
+                                "end_time": end.isoformat(), "exception": None}  # fmt: skip
+    nb.metadata["grpo_lab"] = {"commit": commit}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def figure(root: Path, name: str, written: datetime.datetime) -> Path:
+    path = root / "figures" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG fake")
+    os.utime(path, (written.timestamp(), written.timestamp()))
+    return path
+
+
+def fake_project(root: Path) -> None:
+    executed = root / "notebooks" / "executed"
+    executed_notebook(executed / "06_sensitivity.ipynb", T0, 120, {"profile": "full"}, "abc123")
+    executed_notebook(executed / "07_kl.ipynb", T0 + datetime.timedelta(minutes=5), 60,
+                      {"profile": "full", "seeds": [0, 1]}, "abc123+dirty")  # fmt: skip
+    figure(root, "06_sensitivity.png", T0 + datetime.timedelta(seconds=100))
+    figure(root, "07_kl_tokens.png", T0 + datetime.timedelta(minutes=5, seconds=30))
+    figure(root, "07_kl_gradients.png", T0 + datetime.timedelta(minutes=5, seconds=59))
+    figure(root, "99_old.png", T0 - datetime.timedelta(days=3))
+    figure(root, "06_sensitivity_smoke.png", T0 - datetime.timedelta(days=3))
+
+
+def test_index_lists_each_figure_under_the_execution_that_wrote_it(tmp_path):
+    fake_project(tmp_path)
+    path = figures.write_index(tmp_path, "full")
+    assert path == tmp_path / "figures" / "README.md"
+    text = path.read_text()
+    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
+    assert set(sections) == {"06_sensitivity", "07_kl", "Figures no recorded execution wrote"}
+    assert "[06_sensitivity.png](06_sensitivity.png)" in sections["06_sensitivity"]
+    assert "07_kl" not in sections["06_sensitivity"]
+    assert "[07_kl_tokens.png]" in sections["07_kl"] and "[07_kl_gradients.png]" in sections["07_kl"]
+    assert "`profile='full'`" in sections["06_sensitivity"]
+    assert "`seeds=None`" in sections["06_sensitivity"] and "`seeds=[0, 1]`" in sections["07_kl"]
+    assert "`cliff_threshold=0.1`" in sections["06_sensitivity"]  # the parameters cell's own value
+    assert "steps=75, eval_every=75" in sections["06_sensitivity"]
+    assert "`abc123`" in sections["06_sensitivity"] and "`abc123+dirty`" in sections["07_kl"]
+    assert "2026-01-02 10:00:00 to 10:02:00 UTC (120 s)" in sections["06_sensitivity"]
+    orphans = sections["Figures no recorded execution wrote"]
+    assert "99_old.png" in orphans and "_smoke" not in orphans  # smoke figures are not the full index's
+
+
+def test_other_profiles_index_beside_the_executed_notebooks(tmp_path):
+    fake_project(tmp_path)
+    path = figures.write_index(tmp_path, "smoke")
+    assert path == tmp_path / "notebooks" / "executed" / "figures_smoke.md"
+    text = path.read_text()
+    assert "(../../figures/06_sensitivity.png)" in text and "06_sensitivity_smoke.png" in text
+
+
+def test_a_notebook_not_run_by_papermill_is_refused(tmp_path):
+    path = tmp_path / "notebooks" / "executed" / "01_x.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), path)
+    with pytest.raises(ValueError, match="not executed by papermill"):
+        figures.write_index(tmp_path, "full")
+
+
+def test_stamp_records_the_commit(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), path)
+    figures.stamp(path, "0123abc")
+    assert json.loads(path.read_text())["metadata"]["grpo_lab"]["commit"] == "0123abc"
+    assert figures.git_commit(tmp_path) == "unknown"  # not a git checkout
+
+
+@pytest.mark.slow
+def test_regenerate_runs_a_notebook_and_indexes_its_figure(tmp_path):
+    """A one-figure notebook under papermill in a scratch project: the index names it, with the
+    injected profile and the figure it wrote."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "grpo_lab").mkdir()
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('profile = "smoke"')
+    params.metadata["tags"] = ["parameters"]
+    draw = nbformat.v4.new_code_cell(
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "from grpo_lab.analysis import plots\n"
+        "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
+        "plots.save(fig, f'05_line_{profile}', directory='figures')"
+    )
+    nb.cells = [params, draw]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "05_line.ipynb")
+    assert figures.regenerate("full", root=tmp_path) == []
+    text = (tmp_path / "figures" / "README.md").read_text()
+    assert "## 05_line" in text and "[05_line_full.png](05_line_full.png)" in text
+    assert "`profile='full'`" in text and "commit: `unknown`" in text
