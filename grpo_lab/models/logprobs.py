@@ -3,11 +3,21 @@
 import torch
 from torch import Tensor
 
+from grpo_lab.models import lean_decode
 from grpo_lab.models.sampler import Rollout, positions
 
 
-def completion_logits(model: torch.nn.Module, rollout: Rollout, temperature: float | Tensor) -> Tensor:
-    """Temperature-scaled logits that predict each completion token: (N, T, V)."""
+def completion_logits(
+    model: torch.nn.Module, rollout: Rollout, temperature: float | Tensor, path: str | None = None
+) -> Tensor:
+    """Temperature-scaled logits that predict each completion token: (N, T, V). On the lean path
+    (`path` as in `lean_decode.use_lean`) each distinct prompt of the batch is run once for all its
+    completions; the transformers path runs every row in full. Same logits, same gradients."""
+    if lean_decode.use_lean(model, path):
+        logits = lean_decode.shared_prompt_logits(
+            model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask
+        )
+        return logits / temperature  # (N, T, V)
     ids, mask = rollout.input_ids(), rollout.attention_mask()  # (N, P+T)
     t = rollout.completion_ids.shape[1]
     # the logit at position i predicts token i+1, so the completion is read off [P-1, P+T-1)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from grpo_lab.models import lean_decode
+
 
 @dataclass
 class Rollout:
@@ -64,6 +66,42 @@ def positions(attention_mask: Tensor) -> Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, L)
 
 
+class TransformersDecoder:
+    """Prefill and decode steps through the transformers model and its own KV cache."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.cache = None
+        self.mask: Tensor | None = None
+
+    def _logits(self, **inputs: Tensor) -> Tensor:
+        out = self.model(**inputs, attention_mask=self.mask, cache=self.cache, use_cache=True)
+        self.cache = out.cache
+        return out.logits[:, -1].float()  # (N, V)
+
+    def prefill(self, ids: Tensor, mask: Tensor, pos: Tensor, repeats: int) -> Tensor:
+        """Every row of the prompts ids, mask, pos (B, P) repeated `repeats` times, then run: (N, V)."""
+        self.mask = mask.repeat_interleave(repeats, dim=0)  # (N, P)
+        return self._logits(
+            input_ids=ids.repeat_interleave(repeats, dim=0),
+            position_ids=pos.repeat_interleave(repeats, dim=0),
+        )
+
+    def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
+        self.mask = torch.cat([self.mask, alive.to(self.mask.dtype)[:, None]], dim=1)  # (N, P+t+1)
+        return self._logits(input_ids=tok[:, None], position_ids=pos)
+
+
+def make_decoder(
+    model: torch.nn.Module, n: int, length: int, path: str | None = None
+) -> "lean_decode.LeanDecoder | TransformersDecoder":
+    """The decoder `sample()` runs for `n` rows of at most `length` tokens (prompt + completion);
+    `path` as in `lean_decode.use_lean`."""
+    if lean_decode.use_lean(model, path):
+        return lean_decode.LeanDecoder(model, n, length)
+    return TransformersDecoder(model)
+
+
 @torch.no_grad()
 def sample(
     model: torch.nn.Module,
@@ -77,19 +115,21 @@ def sample(
     generator: torch.Generator | None = None,
     greedy: bool = False,
     suppress_eos: Tensor | None = None,
+    path: str | None = None,
 ) -> Rollout:
     """Sample `group_size` completions for each prompt row; `greedy` takes the argmax instead.
     `temperature` is one float or one value per completion (N,); rows flagged in `suppress_eos` (N,)
-    can never end (fault injection: forced maximum length)."""
+    can never end (fault injection: forced maximum length). `path` picks how the model is run
+    ('auto', 'lean' or 'transformers'; None: `lean_decode.DEFAULT_PATH`): both compute the same
+    logits and the token choice below is shared, so the path does not change the distribution."""
     ids = prompt_ids.repeat_interleave(group_size, dim=0)  # (N, P)
-    mask = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P)
     n = ids.shape[0]
-    pos = positions(mask)  # (N, P)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-    cache, logits = out.cache, out.logits[:, -1].float()  # (N, V)
+    pos = positions(prompt_mask)  # (B, P)
+    runner = make_decoder(model, n, ids.shape[1] + max_new_tokens, path)
+    logits = runner.prefill(prompt_ids, prompt_mask, pos, group_size)  # (N, V)
     tokens, logps, alive = [], [], []
     finished = torch.zeros(n, dtype=torch.bool, device=ids.device)  # (N,)
-    next_pos = pos[:, -1:] + 1  # (N, 1)
+    next_pos = pos[:, -1:].repeat_interleave(group_size, dim=0) + 1  # (N, 1)
     if isinstance(temperature, Tensor):
         temperature = temperature.to(ids.device, torch.float32).view(n, 1)  # (N, 1)
     for _ in range(max_new_tokens):
@@ -107,15 +147,7 @@ def sample(
         finished = finished | (tok == eos_id)
         if bool(finished.all()):
             break
-        mask = torch.cat([mask, alive[-1].to(mask.dtype)[:, None]], dim=1)  # (N, P+t+1)
-        out = model(
-            input_ids=tok[:, None],
-            attention_mask=mask,
-            position_ids=next_pos,
-            cache=cache,
-            use_cache=True,
-        )
-        cache, logits = out.cache, out.logits[:, -1].float()
+        logits = runner.step(tok, alive[-1], next_pos)
         next_pos = next_pos + 1
     completion_mask = torch.stack(alive, dim=1).float()  # (N, T)
     return Rollout(

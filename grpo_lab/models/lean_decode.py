@@ -1,0 +1,221 @@
+"""A lean path through Llama-architecture causal LMs (Llama, Qwen2 without sliding windows): the
+decoder layers' own modules (norms, projections, MLP, LoRA adapters included) called directly, with
+the attention, rotary embedding and KV cache written here in plain torch.
+
+Two uses, both exact rewrites of the transformers forward (same function, float-rounding apart;
+`tests/models/test_lean_decode.py` checks logits and gradients):
+- `LeanDecoder`: prefill and decode steps over a preallocated KV cache. The prefill runs once per
+  distinct prompt and its cache is shared by the prompt's G completions; each decode step skips the
+  per-step mask building, cache concatenation and output containers of the transformers forward.
+- `shared_prompt_logits`: the teacher-forced forward of a batch of completions in which every distinct
+  prompt is run once and its keys and values are attended by all its completions (the gradient of
+  the shared prompt sums over the group, as it would over G copies).
+
+Nothing is copied out of the model: the modules are called as they are at that moment, so the path
+always runs the current policy (and the reference while a peft adapter is disabled). Models this path
+does not cover are named by `unsupported_reason`; callers then use the transformers forward."""
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+"""transformers causal-LM classes the lean path reproduces (pre-norm RMSNorm, RoPE, gated MLP, GQA
+attention); matched by exact class, so a subclass with its own forward is never taken for one"""
+UNSUPPORTED_ROPE = ("dynamic", "longrope")
+"""RoPE variants whose frequencies depend on the sequence length seen so far"""
+PATHS = ("auto", "lean", "transformers")
+"""how sampling and log-probs run the model: 'lean' (this module), 'transformers' (the model's own
+forward), 'auto' (lean when `unsupported_reason` finds nothing, else transformers)"""
+DEFAULT_PATH = os.environ.get("GRPO_LAB_FORWARD", "auto")
+"""the path taken when a call does not name one; the environment variable GRPO_LAB_FORWARD sets it
+for every process started afterwards (sweep workers included), e.g. GRPO_LAB_FORWARD=transformers"""
+
+
+def causal_lm(model: nn.Module) -> nn.Module:
+    """The transformers model inside a peft wrapper (the model itself otherwise)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def unsupported_reason(model: nn.Module) -> str | None:
+    """Why the lean path cannot run `model`; None when it can."""
+    lm = causal_lm(model)
+    kind = type(lm)
+    if kind.__name__ not in ARCHITECTURES or not kind.__module__.startswith("transformers."):
+        return f"architecture {kind.__name__} (the lean path covers {', '.join(ARCHITECTURES)})"
+    cfg = lm.config
+    rope = (getattr(cfg, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope in UNSUPPORTED_ROPE:
+        return f"RoPE type {rope!r}"
+    if any(kind != "full_attention" for kind in getattr(cfg, "layer_types", None) or ()):
+        return "sliding-window attention layers"
+    if lm.training and cfg.attention_dropout > 0:
+        return "attention dropout in training mode"
+    return None
+
+
+def use_lean(model: nn.Module, path: str | None = None) -> bool:
+    """Whether `path` (None: `DEFAULT_PATH`) runs `model` through the lean path; 'lean' on a model
+    it does not cover is an error that says why."""
+    path = path or DEFAULT_PATH
+    if path not in PATHS:
+        raise ValueError(f"unknown forward path {path!r}; valid: {', '.join(PATHS)}")
+    if path == "transformers":
+        return False
+    reason = unsupported_reason(model)
+    if reason is not None and path == "lean":
+        raise ValueError(f"the lean path does not support this model: {reason}; use 'auto' or 'transformers'")
+    return reason is None
+
+
+def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary embedding of x (N, h, S, D) with cos, sin (N, 1, S, D): x cos + rotate_half(x) sin."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+
+class _Lean:
+    """The parts of one causal LM that the lean forward calls."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.lm = causal_lm(model)
+        cfg = self.lm.config
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.gqa = cfg.num_attention_heads != cfg.num_key_value_heads
+
+    def rotary(self, pos: Tensor) -> tuple[Tensor, Tensor]:
+        """The model's own cos and sin at positions pos (N, S): (N, 1, S, D) each."""
+        embed = self.lm.model.embed_tokens.weight
+        cos, sin = self.lm.model.rotary_emb(embed[:1, None], pos)  # (N, S, D); dtype of the embeddings
+        return cos[:, None], sin[:, None]
+
+    def layer(
+        self,
+        i: int,
+        x: Tensor,
+        rope: tuple[Tensor, Tensor],
+        attend: Tensor,
+        past: tuple[Tensor, Tensor] | None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Decoder layer `i` on new tokens x (N, S, H), attending (mask `attend` (N, 1, S, K)) to the
+        keys and values `past` (N, h, K - S, D) (None: only the new ones) followed by the new ones.
+        Returns the new hidden states and the new tokens' keys and values (N, h, S, D)."""
+        layer = self.lm.model.layers[i]
+        attn, (n, s, _), d = layer.self_attn, x.shape, self.head_dim
+        y = layer.input_layernorm(x)
+        q = attn.q_proj(y).view(n, s, -1, d).transpose(1, 2)  # (N, hq, S, D)
+        k = attn.k_proj(y).view(n, s, -1, d).transpose(1, 2)  # (N, hk, S, D)
+        v = attn.v_proj(y).view(n, s, -1, d).transpose(1, 2)
+        q, k = _rope(q, *rope), _rope(k, *rope)
+        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 2), torch.cat([past[1], v], 2))
+        out = F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=attend, scale=attn.scaling, enable_gqa=self.gqa
+        )  # (N, hq, S, D)
+        x = x + attn.o_proj(out.transpose(1, 2).reshape(n, s, -1))
+        return x + layer.mlp(layer.post_attention_layernorm(x)), k, v
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Final norm and LM head: hidden (..., H) -> float logits (..., V)."""
+        return self.lm.lm_head(self.lm.model.norm(hidden)).float()
+
+
+class LeanDecoder:
+    """Prefill and decode steps of one sampling call: `n` rows, at most `length` tokens each
+    (prompt + completion), keys and values in a cache allocated at the prefill."""
+
+    def __init__(self, model: nn.Module, n: int, length: int) -> None:
+        self.net = _Lean(model)
+        self.n, self.length, self.filled = n, length, 0
+        self.keys: list[Tensor] = []
+        self.values: list[Tensor] = []
+        self.valid: Tensor | None = None  # (N, length) the cache slots a token may attend to
+
+    def prefill(self, ids: Tensor, mask: Tensor, pos: Tensor, repeats: int) -> Tensor:
+        """Distinct left-padded prompts ids, mask, pos (B, P), each the prompt of `repeats`
+        consecutive rows: runs each once and gives its cache to all its rows. Logits (B x repeats, V)."""
+        b, p = ids.shape
+        slots = torch.arange(p, device=ids.device)
+        causal = slots[None, :] <= slots[:, None]  # (P, P)
+        # a padding query sees only itself: finite values in a cache slot nothing attends to
+        attend = (causal & mask.bool()[:, None, :]) | torch.eye(p, dtype=torch.bool, device=ids.device)
+        rope = self.net.rotary(pos)
+        x = self.net.lm.model.embed_tokens(ids)  # (B, P, H)
+        for i in range(len(self.net.lm.model.layers)):
+            x, k, v = self.net.layer(i, x, rope, attend[:, None], None)
+            shape = (self.n, k.shape[1], self.length, k.shape[-1])
+            self.keys.append(k.new_empty(shape))
+            self.values.append(v.new_empty(shape))
+            self.keys[i][:, :, :p] = k.repeat_interleave(repeats, dim=0)
+            self.values[i][:, :, :p] = v.repeat_interleave(repeats, dim=0)
+        self.valid = torch.zeros(self.n, self.length, dtype=torch.bool, device=ids.device)
+        self.valid[:, :p] = mask.bool().repeat_interleave(repeats, dim=0)
+        self.filled = p
+        return self.net.logits(x[:, -1]).repeat_interleave(repeats, dim=0)  # (N, V)
+
+    def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
+        """One new token per row tok (N,) at positions pos (N, 1); `alive` (N,) is False on rows that
+        already ended (their token is padding: it attends, but nothing attends to it). Logits (N, V)."""
+        slot = self.filled
+        self.valid[:, slot] = alive
+        attend = self.valid[:, None, None, : slot + 1]  # (N, 1, 1, slot + 1)
+        rope = self.net.rotary(pos)
+        x = self.net.lm.model.embed_tokens(tok[:, None])  # (N, 1, H)
+        for i in range(len(self.keys)):
+            layer = self.net.lm.model.layers[i]
+            attn, d = layer.self_attn, self.net.head_dim
+            y = layer.input_layernorm(x)
+            q = attn.q_proj(y).view(self.n, 1, -1, d).transpose(1, 2)  # (N, hq, 1, D)
+            k = attn.k_proj(y).view(self.n, 1, -1, d).transpose(1, 2)  # (N, hk, 1, D)
+            self.keys[i][:, :, slot : slot + 1] = _rope(k, *rope)
+            self.values[i][:, :, slot : slot + 1] = attn.v_proj(y).view(self.n, 1, -1, d).transpose(1, 2)
+            out = F.scaled_dot_product_attention(
+                _rope(q, *rope),
+                self.keys[i][:, :, : slot + 1],
+                self.values[i][:, :, : slot + 1],
+                attn_mask=attend,
+                scale=attn.scaling,
+                enable_gqa=self.net.gqa,
+            )  # (N, hq, 1, D)
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(self.n, 1, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        self.filled = slot + 1
+        return self.net.logits(x[:, -1])  # (N, V)
+
+
+def shared_prompt_logits(
+    model: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor, completion_mask: Tensor
+) -> Tensor:
+    """Logits (N, T, V) that predict each completion token, from one forward in which each distinct
+    left-padded prompt (rows of prompt_ids, prompt_mask (N, P)) is run once; completion tokens after
+    the end (completion_mask (N, T) 0) are masked from attention, as in the transformers forward."""
+    net = _Lean(model)
+    p, t, device = prompt_ids.shape[1], completion_ids.shape[1], prompt_ids.device
+    distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask.long()], 1), dim=0, return_inverse=True)
+    ids, mask = distinct[:, :p], distinct[:, p:].bool()  # (U, P)
+    causal = torch.ones(p, p, dtype=torch.bool, device=device).tril()  # (P, P)
+    attend = (causal & mask[:, None, :]) | torch.eye(p, dtype=torch.bool, device=device)  # (U, P, P)
+    prompt_pos = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (U, P), as sampler.positions
+    # the completion tokens that predict a next one (all but the last), at the positions that follow
+    comp_ids, comp_valid = completion_ids[:, : t - 1], completion_mask[:, : t - 1].bool()  # (N, T-1)
+    comp_pos = prompt_pos[rows, -1:] + 1 + (comp_valid.long().cumsum(-1) - 1).clamp(min=0)  # (N, T-1)
+    comp_causal = torch.ones(t - 1, t - 1, dtype=torch.bool, device=device).tril()  # (T-1, T-1)
+    comp_attend = torch.cat(
+        [prompt_mask.bool()[:, None, :].expand(-1, t - 1, -1), comp_causal & comp_valid[:, None, :]], dim=2
+    )[:, None]  # (N, 1, T-1, P+T-1)
+    prompt_rope, comp_rope = net.rotary(prompt_pos), net.rotary(comp_pos)
+    x = net.lm.model.embed_tokens(ids)  # (U, P, H)
+    y = net.lm.model.embed_tokens(comp_ids)  # (N, T-1, H)
+    recompute = net.lm.training and torch.is_grad_enabled() and net.lm.is_activation_checkpointing
+
+    def run(*args):  # activation checkpointing as the model was asked for (transformers' switch)
+        return checkpoint(net.layer, *args, use_reentrant=False) if recompute else net.layer(*args)
+
+    for i in range(len(net.lm.model.layers)):
+        x, k, v = run(i, x, prompt_rope, attend[:, None], None)
+        if t > 1:
+            y, _, _ = run(i, y, comp_rope, comp_attend, (k[rows], v[rows]))
+    return net.logits(torch.cat([x[rows, -1:], y], dim=1))  # (N, T, V)
