@@ -5,6 +5,7 @@ import math
 import pytest
 
 from grpo_lab import PRESETS, preset, train
+from grpo_lab.presets import leave_one_out
 
 OBJECTIVE_METRICS = [
     "clip_ratio/low_mean",
@@ -52,3 +53,17 @@ def test_preset_trains_and_logs(name, tiny_model_path):
             assert df[metric].notna().all(), metric
     # with two updates per batch the second pass is off-policy: the ratio moves away from 1
     assert df["ratio/max"].max() > 1.0 or config.surrogate in ("pg",)
+
+
+@pytest.mark.slow
+def test_all_tricks_and_every_leave_one_out_child_train_50_steps(embedded_arith_path):
+    """The "all on, remove one at a time" study runs: all_tricks and each of its children finish 50
+    steps on the embedded model with finite losses (prints each child's final reward; a few minutes
+    on one thread)."""
+    for label, config in leave_one_out(preset("all_tricks", steps=50, progress=False)).items():
+        df = train(config)
+        steps = df.dropna(subset=["reward"])
+        print(f"{label:24s} reward(last 10) {steps['reward'].tail(10).mean():.3f} "
+              f"val/accuracy {df['val/accuracy'].iloc[-1]:.3f}")  # fmt: skip
+        assert len(steps) == 50 and df["step"].iloc[-1] == 50, label
+        assert all(math.isfinite(v) for v in steps["loss"]), label
