@@ -33,6 +33,9 @@ CHANGE_COLORS = ("tab:red", "tab:orange", "tab:green", "tab:purple", "tab:brown"
 MAX_LEGEND = 6
 """setting changes listed under the plot (the latest ones)"""
 
+PLAYGROUND_STEPS = 10_000
+"""the step budget of a playground's run: room for many clicks (a linear KL schedule spans it)"""
+
 CSS = {
     "kl_coef": "grpo-kl-slider",
     "steps_per_click": "grpo-steps-per-click",
@@ -45,11 +48,12 @@ CSS = {
 
 
 def _log_slider(value: float, lo: float, hi: float, fmt: str, description: str) -> widgets.FloatLogSlider:
-    """A base-10 log slider over [lo, hi] widened to hold `value`, 10 steps per decade."""
-    lo_exp = math.floor(min(math.log10(lo), math.log10(value)))
-    hi_exp = math.ceil(max(math.log10(hi), math.log10(value)))
+    """A base-10 log slider over [lo, hi], widened to hold `value`, 10 notches per decade. A value of 0
+    has no place on it: the slider then starts at its lowest notch (see `Playground.pending`)."""
+    ends = [math.log10(lo), math.log10(hi)] + ([math.log10(value)] if value > 0 else [])
+    lo_exp, hi_exp = math.floor(min(ends)), math.ceil(max(ends))
     return widgets.FloatLogSlider(
-        value=value,
+        value=max(value, 10.0**lo_exp),
         base=10,
         min=lo_exp,
         max=hi_exp,
@@ -60,14 +64,22 @@ def _log_slider(value: float, lo: float, hi: float, fmt: str, description: str) 
     )
 
 
+def _slider(value: float, lo: float, hi: float, step: float, description: str) -> widgets.ValueWidget:
+    """A linear slider over [lo, hi] widened to hold `value`; integer for an integer value."""
+    kind = widgets.IntSlider if isinstance(value, int) else widgets.FloatSlider
+    return kind(
+        value=value,
+        min=min(lo, value),
+        max=max(hi, value),
+        step=step,
+        description=description,
+        continuous_update=False,
+    )
+
+
 def controls(config: Config) -> dict[str, widgets.ValueWidget]:
-    """One widget per live config field, starting at the config's values."""
-    if config.kl_coef <= 0:
-        raise ValueError(
-            f"the playground's KL slider is logarithmic and cannot show kl_coef={config.kl_coef}; "
-            "start from kl_coef > 0 (switch the KL off with the placement 'off' instead)"
-        )
-    style = {"description_width": "9em"}
+    """One widget per live config field, starting at the config's values. Scales: logarithmic for the
+    KL coefficient, the clip range (GSPO's is 1e-4, PPO's 0.2) and the learning rate."""
     made = {
         "kl_coef": _log_slider(config.kl_coef, 1e-3, 1.0, ".3g", "KL coef β"),
         "kl_estimator": widgets.Dropdown(
@@ -76,41 +88,14 @@ def controls(config: Config) -> dict[str, widgets.ValueWidget]:
         "kl_placement": widgets.Dropdown(
             options=objective.KL_PLACEMENTS.names(), value=config.kl_placement, description="KL placement"
         ),
-        "eps_low": widgets.FloatSlider(
-            value=config.eps_low,
-            min=0.0,
-            max=max(0.5, config.eps_low),
-            step=0.01,
-            description="clip ε low",
-            continuous_update=False,
-        ),
-        "eps_high": widgets.FloatSlider(
-            value=config.eps_high,
-            min=0.0,
-            max=max(1.0, config.eps_high),
-            step=0.01,
-            description="clip ε high",
-            continuous_update=False,
-        ),
-        "temperature": widgets.FloatSlider(
-            value=config.temperature,
-            min=0.1,
-            max=max(2.0, config.temperature),
-            step=0.05,
-            description="temperature",
-            continuous_update=False,
-        ),
+        "eps_low": _log_slider(config.eps_low, 1e-4, 0.5, ".2g", "clip ε low"),
+        "eps_high": _log_slider(config.eps_high, 1e-4, 1.0, ".2g", "clip ε high"),
+        "temperature": _slider(config.temperature, 0.1, 2.0, 0.05, "temperature"),
         "learning_rate": _log_slider(config.learning_rate, 1e-6, 1e-3, ".1e", "learning rate"),
-        "group_size": widgets.IntSlider(
-            value=config.group_size,
-            min=2,
-            max=max(16, config.group_size),
-            description="group size G",
-            continuous_update=False,
-        ),
+        "group_size": _slider(config.group_size, 2, 16, 1, "group size G"),
     }
     for widget in made.values():
-        widget.style = style
+        widget.style = {"description_width": "9em"}
     made["kl_coef"].add_class(CSS["kl_coef"])
     return made
 
@@ -182,7 +167,10 @@ class Playground:
         self.steps_per_click.add_class(CSS["steps_per_click"])
         self.button = widgets.Button(description="Train", button_style="primary", icon="play")
         self.button.add_class(CSS["train"])
-        self.coef_in_use = widgets.HTML(value="–", description="β in use", style={"description_width": "9em"})
+        self.coef_in_use = widgets.HTML(
+            value=f"{trainer.kl_coef:.3g}", description="β in use", style={"description_width": "9em"}
+        )
+        """the KL coefficient the last step trained with (before the first step: the one it will use)"""
         self.coef_in_use.add_class(CSS["coef_in_use"])
         self.status = widgets.HTML(value="no steps yet")
         self.status.add_class(CSS["status"])
@@ -195,6 +183,7 @@ class Playground:
         self.view = widgets.VBox([widgets.HBox([left, right]), self.plot])
         """the whole playground: controls on the left, the coefficient in use, the button; the plot below"""
         self._quiet = False
+        self._moved: set[str] = set()
         self._drawn_at = 0.0
         for widget in self.controls.values():
             widget.observe(self._on_change, names="value")
@@ -203,9 +192,12 @@ class Playground:
 
     @property
     def pending(self) -> dict:
-        """The controls whose value differs from the trainer's current config."""
+        """The controls moved since the start whose value differs from the trainer's current config.
+        A control never moved is no change, even where it cannot show the config's value (a KL
+        coefficient of 0 sits at the slider's lowest notch)."""
         config = self.trainer.config
-        return {k: w.value for k, w in self.controls.items() if w.value != getattr(config, k)}
+        moved = {k: self.controls[k].value for k in sorted(self._moved)}
+        return {k: v for k, v in moved.items() if v != getattr(config, k)}
 
     def apply(self) -> dict:
         """Hand the pending changes to the trainer; return them as {field: (old, new)}. Raises the
@@ -236,6 +228,7 @@ class Playground:
         try:
             for name, value in values.items():
                 self.controls[name].value = value
+                self._moved.add(name)
         finally:
             self._quiet = False
         changes = self.apply()
@@ -247,16 +240,18 @@ class Playground:
         return their rows. The coefficient in use and the status follow every step, the plot every
         `redraw_every_s`. Stops early when the trainer's step budget is spent."""
         self.apply()
+        steps = self.steps_per_click.value if steps is None else steps
         rows = []
-        for _ in range(self.steps_per_click.value if steps is None else steps):
+        for i in range(steps):
             if self.trainer.done:
                 break
             rows.append(self.trainer.step())
             self.history.append(rows[-1])
             self._refresh_labels()
-            if time.perf_counter() - self._drawn_at >= self.redraw_every_s:
+            if i < steps - 1 and time.perf_counter() - self._drawn_at >= self.redraw_every_s:
                 self.redraw()
-        self.redraw()
+        if rows:
+            self.redraw()
         return rows
 
     def redraw(self) -> None:
@@ -315,9 +310,10 @@ class Playground:
             f'<span style="color:#b00020">{html.escape(f"{type(error).__name__}: {error}")}</span>'
         )
 
-    def _on_change(self, _change: dict) -> None:
+    def _on_change(self, change: dict) -> None:
         if self._quiet:
             return
+        self._moved.update(k for k, w in self.controls.items() if w is change["owner"])
         try:
             self._announce(self.apply())
         except ValueError as error:
@@ -326,7 +322,10 @@ class Playground:
     def _on_click(self, _button: widgets.Button) -> None:
         self.button.disabled = True
         try:
-            self.train()
+            if not self.train() and self.trainer.done:
+                self.status.value = html.escape(
+                    f"all {self.trainer.config.steps} steps of this run are taken; start a new playground"
+                )
         except Exception as error:  # a callback's exception would only reach the log; show it instead
             self._show_error(error)
         finally:
@@ -336,7 +335,7 @@ class Playground:
         return self.view._repr_mimebundle_(**kwargs)
 
 
-def playground(
+def embedded(
     settings: Profile, preset: str = "grpo", seed: int = 0, steps_per_click: int = 2, **changes: Any
 ) -> Playground:
     """A playground on the embedded model, sized by a notebook profile: a trainer with room for many
@@ -345,7 +344,7 @@ def playground(
     config = presets.preset(
         preset,
         seed=seed,
-        steps=10_000,
+        steps=PLAYGROUND_STEPS,
         eval_every=10_000,
         val_size=settings.val_size,
         progress=False,

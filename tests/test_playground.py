@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from grpo_lab.playground import KL_COEF_KEY, Playground, changes_by_step, controls
+from grpo_lab import profiles
+from grpo_lab.playground import KL_COEF_KEY, PLAYGROUND_STEPS, Playground, changes_by_step, controls, embedded
 from grpo_lab.trainer import LIVE_FIELDS, Trainer
 
 
@@ -77,7 +78,7 @@ def test_set_moves_several_controls_at_once(lab):
         ({"steps": 5}, "no control for"),
         ({"kl_coef": 0.0}, "outside the control's range"),
         ({"kl_coef": 50.0}, "outside the control's range"),
-        ({"eps_low": 0.9}, "outside the control's range"),
+        ({"eps_low": 2.0}, "outside the control's range"),
         ({"kl_placement": "logits"}, "not a choice"),
     ],
 )
@@ -91,11 +92,30 @@ def test_the_run_stops_at_its_step_budget(tiny_config):
     lab = Playground(Trainer(tiny_config(steps=3)))
     assert len(lab.train(5)) == 3
     assert lab.train(1) == []
+    lab.button.click()
+    assert "all 3 steps of this run are taken" in lab.status.value
 
 
-def test_a_zero_kl_coefficient_is_refused_with_the_alternative(tiny_config):
-    with pytest.raises(ValueError, match="placement 'off'"):
-        controls(tiny_config(kl_coef=0.0))
+def test_embedded_starts_from_the_preset_with_room_for_many_clicks(embedded_arith_path):
+    lab = embedded(profiles.profile("smoke"), preset="dapo", seed=3, steps_per_click=4, num_iterations=2)
+    config = lab.trainer.config
+    assert (config.preset, config.seed, config.num_iterations, config.model) == ("dapo", 3, 2, "embedded")
+    assert config.steps == PLAYGROUND_STEPS and config.val_size == profiles.profile("smoke").val_size
+    assert lab.steps_per_click.value == 4
+    assert lab.controls["eps_high"].value == config.eps_high
+
+
+def test_a_run_without_kl_starts_unchanged_and_the_slider_switches_it_on(tiny_config):
+    lab = Playground(Trainer(tiny_config(steps=20, kl_coef=0.0, kl_placement="off")))
+    assert lab.controls["kl_coef"].value > 0  # a log slider has no 0: it sits at its lowest notch
+    assert lab.pending == {} and lab.coef_in_use.value == "0"
+    lab.train(1)
+    assert lab.trainer.events == [] and lab.trainer.config.kl_coef == 0.0
+    lab.controls["kl_placement"].value = "loss"
+    assert lab.trainer.config.kl_coef == 0.0  # the untouched slider is no change
+    lab.controls["kl_coef"].value = 0.1
+    row = lab.train(1)[0]
+    assert row[KL_COEF_KEY] == 0.1 and "kl" in row
 
 
 def test_changes_by_step_merges_and_drops_changes_undone_before_a_step():
