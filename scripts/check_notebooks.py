@@ -1,5 +1,5 @@
-"""Fail when a committed notebook holds outputs or execution counts (run `make format` to strip them),
-defines functions in its cells, or lacks a `parameters`-tagged cell."""
+"""Fail when a committed notebook holds outputs, execution counts or saved widget state (run `make format`
+to strip them), defines functions in its cells, or lacks a `parameters`-tagged cell."""
 
 import json
 import sys
@@ -7,10 +7,15 @@ from pathlib import Path
 
 problems = []
 for path in sorted(Path("notebooks").glob("*.ipynb")):
-    cells = json.loads(path.read_text())["cells"]
+    notebook = json.loads(path.read_text())
+    cells = notebook["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
     if any(c.get("outputs") or c.get("execution_count") for c in code):
         problems.append(f"{path}: has outputs; strip them (make format)")
+    if "widgets" in notebook.get("metadata", {}):
+        problems.append(
+            f"{path}: has saved widget state (JupyterLab's 'Save Widget State'); strip it (make format)"
+        )
     if any(
         line.lstrip().startswith(("def ", "class "))
         for c in code

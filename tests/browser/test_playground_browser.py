@@ -12,6 +12,8 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "10_playground.ip
 RUN_ALL_MS = 150_000
 """kernel start, imports, the model and the notebook's scripted steps (about 30 s on 2 busy cores)"""
 TRAIN_MS = 60_000
+BROWSER_ARGS = ["--no-sandbox", "--disable-dev-shm-usage"]
+"""CI runs as root (Chromium's sandbox refuses root) and containers have a small /dev/shm"""
 
 ALL_CELLS_RAN = """() => {
     const dialog = document.querySelector('.jp-Dialog');
@@ -99,9 +101,7 @@ def test_playground_reacts_to_the_kl_slider_and_the_train_button(lab, chromium, 
 
     unchanged(NOTEBOOK)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(chromium), headless=True, args=["--no-sandbox"]
-        )
+        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=BROWSER_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             try:
