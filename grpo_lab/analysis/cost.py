@@ -55,6 +55,8 @@ PHASES = {
     PEAK_OVER_REST: "peak memory",
 }
 """the cost columns shown, with their short names"""
+TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+"""where the step-time axis is labelled (multiples)"""
 
 
 def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
@@ -221,6 +223,10 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     left.scatter(s["multiple"], y, c=colors, zorder=3, s=22)
     left.axvline(1.0, color="0.3", ls="--", lw=1)
     left.set_xscale("log", base=2)
+    low, high = min(s["lo"].min(), s["multiple"].min()), max(s["hi"].max(), s["multiple"].max())
+    ticks = [t for t in TICKS if low / 1.3 <= t <= high * 1.3]
+    left.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    left.minorticks_off()
     left.set_yticks(y, labels, fontsize=8)
     left.invert_yaxis()
     left.set_xlabel("step time / GRPO step time (log scale)")
@@ -228,7 +234,7 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     left.grid(alpha=0.3, axis="x")
     left.scatter([], [], c="tab:blue", label="scheme (preset)")
     left.scatter([], [], c="tab:orange", label="trick over GRPO")
-    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.9 / n - 0.12), ncol=2, frameon=False)
+    fig.legend(loc="lower left", ncol=2, fontsize=8, frameon=False)
     values = cells.drop(columns="kind").to_numpy(dtype=float)
     shown = np.log2(np.clip(np.nan_to_num(values, nan=1.0), 1 / 16, 16))
     image = right.imshow(shown, aspect="auto", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -2.0, 2.0))
@@ -241,5 +247,5 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     bar.set_ticks([-2, -1, 0, 1, 2], labels=["1/4", "1/2", "1", "2", "4"])
     seeds = df["seed"].nunique()
     fig.suptitle(f"{title} ({seeds} interleaved rounds, first step of each run dropped)", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.4 / (1.2 + 0.32 * n), 1, 1))
     return fig

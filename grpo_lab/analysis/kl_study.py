@@ -324,31 +324,69 @@ def gradient_table(grads: pd.DataFrame, step: int | None = None, averaged: bool 
     return table
 
 
-def figure_training(metrics: pd.DataFrame, smooth: int = 5) -> plt.Figure:
-    """From the run logs, every step: (a) the exact per-token KL and the batch means of k1, k2, k3;
-    (b) each estimator's error (batch mean - exact) and (c) that error relative to the exact KL;
-    across-seed means with 95% bands, trailing mean over `smooth` steps."""
-    data = metrics[metrics["reward"].notna()].copy()
-    for k in ESTIMATORS:
-        data[f"error/{k}"] = data[f"kl/{k}"] - data["kl/exact"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    series = [("kl/exact", "exact", "black")] + [(f"kl/{k}", k, c) for k, c in zip(ESTIMATORS, _COLORS)]
-    for column, label, color in series:
-        _band(axes[0], curve(data, column, smooth=smooth), label, color)
-    for k, color in zip(ESTIMATORS, _COLORS):
-        _band(axes[1], curve(data, f"error/{k}", smooth=smooth), k, color)
+def training_errors(metrics: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
+    """From the run logs: each training step's batch-mean error of every estimator (estimate - exact
+    KL, nats per token), with the step's bin (`bins` equal spans of the run, labelled by their middle
+    step): one row per (seed, step, estimator)."""
+    data = metrics[metrics["reward"].notna()]
+    width = max(1, -(-int(data["step"].max() + 1) // bins))
+    frames = [
+        pd.DataFrame(
+            {
+                "seed": data["seed"],
+                "step": data["step"],
+                "estimator": k,
+                "error": data[f"kl/{k}"] - data["kl/exact"],
+                "exact": data["kl/exact"],
+                "bin": (data["step"] // width) * width + (width - 1) / 2,
+            }
+        )  # fmt: skip
+        for k in ESTIMATORS
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def figure_training(metrics: pd.DataFrame, smooth: int = 5, bins: int = 10) -> plt.Figure:
+    """From the run logs: (a) the batch means of the exact per-token KL and of k1, k2, k3 (across-seed
+    means, trailing mean over `smooth` steps); per span of `bins` equal spans of the
+    run, over its steps and seeds: (b) the mean error of a batch estimate (bias) with its 95%
+    t-interval, (c) the standard deviation of that error (how far one batch's estimate strays)."""
+    data = metrics[metrics["reward"].notna()]
+    errors = training_errors(metrics, bins)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    for k, color in (("exact", "black"), *zip(ESTIMATORS, _COLORS)):
+        mean = curve(data, f"kl/{k}", smooth=smooth)
+        axes[0].plot(mean["step"], mean["mean"], color=color, lw=2.0 if k == "exact" else 1.2, label=k)
+    for i, (k, color) in enumerate(zip(ESTIMATORS, _COLORS)):
+        mine = errors[errors["estimator"] == k]
+        bias = interval_by(mine, ["bin"], "error")
+        shift = (i - 1) * 0.12 * (errors["bin"].max() - errors["bin"].min()) / bins  # dodge the error bars
+        yerr = [bias["mean"] - bias["lo"], bias["hi"] - bias["mean"]]
+        axes[1].errorbar(bias["bin"] + shift, bias["mean"], yerr=yerr, fmt="o-", color=color, ms=4, capsize=2,
+                         lw=1.2, label=k)  # fmt: skip
+        spread = mine.groupby("bin")["error"].std()
+        axes[2].plot(spread.index, spread.to_numpy(), "o-", color=color, ms=4, lw=1.2, label=k)
     axes[1].axhline(0, color="0.3", ls="--", lw=0.8)
-    axes[0].set_ylabel("KL per token (nats)")
-    axes[1].set_ylabel("batch estimate - exact (nats per token)")
-    axes[0].set_title("exact KL and the batch-mean estimators", fontsize=10)
-    axes[1].set_title("estimator error on the training batches", fontsize=10)
-    for ax in axes:
+    axes[2].set_yscale("log")
+    titles = (
+        "exact KL and the batch-mean estimators",
+        "bias of a batch estimate",
+        "noise of a batch estimate",
+    )
+    ylabels = (
+        "KL per token (nats)",
+        "batch estimate - exact (nats per token)",
+        "std of batch estimate - exact (log)",
+    )
+    for ax, title, ylabel in zip(axes, titles, ylabels):
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel)
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     seeds = metrics["seed"].nunique()
-    fig.suptitle(f"KL estimators during GRPO training (mean and 95% t-interval over {seeds} seeds, "
-                 f"{smooth}-step trailing mean)", fontsize=11)  # fmt: skip
+    fig.suptitle(f"KL estimators on the training batches ({seeds} seeds; (a) {smooth}-step trailing mean, "
+                 f"(b, c) over the steps and seeds of {bins} spans of the run)", fontsize=11)  # fmt: skip
     fig.tight_layout()
     return fig
 

@@ -144,12 +144,16 @@ def figure(
     base: Config,
     labels: Sequence[Outcome] = OUTCOMES,
 ) -> plt.Figure:
-    """A column per knob, a row per outcome: the across-seed mean (points and line) with its 95%
-    t-interval (error bars) against the value; the `base` config's value dotted; cliffs (a jump in
-    mean larger than `threshold` between neighbours) drawn as a thick red segment."""
+    """A column per knob, a row per outcome (one y scale per row): the across-seed mean (points and
+    line) with its 95% t-interval (error bars) against the value; the `base` config's value dotted;
+    cliffs (a jump in mean larger than `threshold` between neighbours) as a thick red segment."""
     found = cliff_table(outcomes, threshold)
     fig, axes = plt.subplots(
-        len(labels), len(scans), figsize=(3.6 * len(scans), 3.0 * len(labels) + 0.6), squeeze=False
+        len(labels),
+        len(scans),
+        figsize=(3.6 * len(scans), 3.0 * len(labels) + 0.6),
+        squeeze=False,
+        sharey="row",
     )
     for col, scan in enumerate(scans):
         default = getattr(base, scan.fields[0])

@@ -154,3 +154,16 @@ def test_measure_refuses_a_run_without_snapshots(tiny_config, tmp_path):
         kl_study.measure(pd.DataFrame({"path": [str(out)], "seed": [0]}))
     with pytest.raises(ValueError, match="checkpoint_every"):
         kl_study.run(config, [0], tmp_path)
+
+
+def test_training_errors_bin_the_logged_batch_errors():
+    steps = np.arange(20)
+    exact = 0.01 * steps
+    metrics = pd.DataFrame({"seed": 0, "step": steps, "reward": 0.5, "kl/exact": exact, "kl/k1": exact + 0.01,
+                            "kl/k2": exact, "kl/k3": exact - 0.02})  # fmt: skip
+    errors = kl_study.training_errors(metrics, bins=4)
+    assert len(errors) == 3 * 20 and sorted(errors["bin"].unique()) == [2.0, 7.0, 12.0, 17.0]
+    means = errors.groupby("estimator")["error"].mean()
+    assert means.to_dict() == pytest.approx({"k1": 0.01, "k2": 0.0, "k3": -0.02})
+    fig = kl_study.figure_training(pd.concat([metrics, metrics.assign(seed=1)]), bins=4)
+    assert len(fig.axes) == 3
