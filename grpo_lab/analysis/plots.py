@@ -1,14 +1,17 @@
-"""Figures: across-seed curves with intervals, written by one function, `save`."""
+"""Figures: across-seed curves with intervals, interval charts against a reference, robustness
+curves, rule heatmaps, correlation scatters; every figure is written by one function, `save`."""
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg") if matplotlib.get_backend().lower() in ("", "agg") else None
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from grpo_lab.analysis.stats import curve  # noqa: E402
+from grpo_lab.analysis.stats import curve, mean_interval  # noqa: E402
 
 TITLES = {
     "reward": "training reward",
@@ -18,6 +21,31 @@ TITLES = {
     "clip_ratio/region_mean": "clip ratio",
     "grad_norm": "gradient norm (pre-clip)",
     "completions/mean_length": "completion length (tokens)",
+    "rewards/correct/mean": "task reward (before shaping)",
+}
+UNITS = {
+    "reward": "mean reward per completion",
+    "val/accuracy": "fraction of prompts correct",
+    "val/reward": "mean reward per prompt",
+    "kl": "nats per token",
+    "entropy": "nats per token",
+    "clip_ratio/region_mean": "fraction of tokens",
+    "grad_norm": "L2 norm",
+    "completions/mean_length": "tokens",
+    "rewards/correct/mean": "fraction of completions correct",
+}
+"""the y-axis label (the unit) of each metric's panel"""
+VERDICT_COLORS = {"lower": "tab:red", "higher": "tab:green", "reference": "black"}
+"""marker colours of `effects.versus_reference` verdicts; any other verdict is grey"""
+OTHER = "tab:gray"
+FAULT_TITLES = {
+    "fault_reward_sigma": "reward noise (Gaussian sigma)",
+    "fault_reward_flip": "reward flips (probability)",
+    "fault_long_frac": "forced to max length (share)",
+    "fault_junk_frac": "junk padding (share)",
+    "fault_repeat_k": "repeated samples (k of G)",
+    "fault_stale_k": "stale sampler (updates behind)",
+    "fault_sampler_dtype": "sampler precision",
 }
 
 
@@ -57,14 +85,17 @@ def curves(
             ax.fill_between(g["step"], g["lo"], g["hi"], color=line.get_color(), alpha=0.2, lw=0)
         ax.set_title(TITLES.get(metric, metric), fontsize=10)
         ax.set_xlabel("step")
+        ax.set_ylabel(UNITS.get(metric, ""))
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
-    if by:
-        axes.flat[0].legend(fontsize=8)
     seeds = df["seed"].nunique() if "seed" in df else 1
     fig.suptitle(f"{title} (mean and 95% t-interval over {seeds} seeds)".strip(), fontsize=11)
     fig.tight_layout()
+    if by:  # below the panels, so that it never hides a curve
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, title=by, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(len(labels), 6), fontsize=8, title_fontsize=8)  # fmt: skip
     return fig
 
 
@@ -78,6 +109,267 @@ def quantile_bands(df: pd.DataFrame, prefix: str = "ratio", title: str = "import
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _interval_rows(ax: plt.Axes, table: pd.DataFrame, label: str, verdict: str | None) -> None:
+    """Mean and interval of each row of `table` as a dot with a horizontal bar, first row on top;
+    the row whose verdict is 'reference' sets a shaded band (its interval) and a dashed line."""
+    y = np.arange(len(table))[::-1]
+    colors = [VERDICT_COLORS.get(v, OTHER) for v in (table[verdict] if verdict else ["other"] * len(table))]
+    reference = table[table[verdict] == "reference"] if verdict else table.iloc[:0]
+    if len(reference):
+        ref = reference.iloc[0]
+        ax.axvspan(ref["lo"], ref["hi"], color="black", alpha=0.08, lw=0)
+        ax.axvline(ref["mean"], color="black", ls="--", lw=0.8)
+    err = np.array([table["mean"] - table["lo"], table["hi"] - table["mean"]])
+    for yi, (_, row), color, lo, hi in zip(y, table.iterrows(), colors, *err):
+        ax.errorbar(row["mean"], yi, xerr=[[lo], [hi]], fmt="o", color=color, capsize=3, ms=5)
+    ax.set_yticks(y, [str(v) for v in table[label]], fontsize=8)
+    ax.set_ylim(-0.7, len(table) - 0.3)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _verdict_legend(ax: plt.Axes, table: pd.DataFrame, verdict: str | None) -> None:
+    if not verdict:
+        return
+    shown = list(dict.fromkeys(table[verdict]))
+    handles = [
+        plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS.get(v, OTHER), label=v) for v in shown
+    ]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="vs reference",
+              title_fontsize=7)  # fmt: skip
+
+
+def intervals(
+    table: pd.DataFrame,
+    label: str,
+    xlabel: str,
+    title: str = "",
+    verdict: str | None = "verdict",
+) -> plt.Figure:
+    """A dot chart: one row per row of `table` (columns `label`, mean, lo, hi, e.g. from
+    `effects.versus_reference`), the mean as a dot and its 95% interval as a bar. With a `verdict`
+    column, the reference row's interval is a shaded band and the dots are coloured by verdict."""
+    fig, ax = plt.subplots(figsize=(7.0, max(2.4, 1.0 + 0.32 * len(table))))
+    _interval_rows(ax, table, label, verdict)
+    _verdict_legend(ax, table, verdict)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def ablation(
+    df: pd.DataFrame,
+    table: pd.DataFrame,
+    by: str,
+    metric: str,
+    outcome: str,
+    smooth: int = 5,
+    title: str = "",
+) -> plt.Figure:
+    """Left: the across-seed mean curve of `metric` for each group of `by`; the reference (black)
+    and the groups whose verdict in `table` (from `effects.versus_reference`) is 'lower' or 'higher'
+    in colour with 95% bands, the others thin and grey. Right: `intervals` of the final `outcome`."""
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(12.5, max(4.0, 1.2 + 0.3 * len(table))), gridspec_kw={"width_ratios": [1.1, 1]}
+    )
+    verdicts = dict(zip(table[by], table["verdict"]))
+    stats = curve(df, metric, by=by, smooth=smooth)
+    for key, g in stats.groupby(by, sort=False):
+        v = verdicts.get(key, "other")
+        if v in VERDICT_COLORS:
+            line = left.plot(g["step"], g["mean"], color=VERDICT_COLORS[v], lw=1.8, label=f"{key} ({v})")[0]
+            left.fill_between(g["step"], g["lo"], g["hi"], color=line.get_color(), alpha=0.15, lw=0)
+        else:
+            left.plot(g["step"], g["mean"], color=OTHER, lw=0.7, alpha=0.6)
+    left.plot([], [], color=OTHER, lw=0.7, label="others (no clear change)")
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    left.set_xlabel("step")
+    left.set_ylabel(UNITS.get(metric, metric))
+    left.set_title(f"{TITLES.get(metric, metric)}, smoothed over {smooth} steps", fontsize=10)
+    left.grid(alpha=0.3)
+    _interval_rows(right, table, by, "verdict")
+    _verdict_legend(right, table, "verdict")
+    right.set_xlabel(f"final {TITLES.get(outcome, outcome)}, {UNITS.get(outcome, '')}")
+    right.set_title("final value: mean and 95% t-interval", fontsize=10)
+    seeds = df["seed"].nunique()
+    fig.suptitle(f"{title} ({seeds} seeds)".strip(), fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def robustness(
+    table: pd.DataFrame, ylabel: str, scheme: str = "scheme", ncols: int = 3, title: str = ""
+) -> plt.Figure:
+    """One panel per fault of `table` (from `robustness.robustness_table`): the final outcome of each
+    scheme (a line, slightly offset sideways so that the bars do not overlap) against the fault's
+    level, with 95% t-intervals; the first level is the clean runs."""
+    faults = list(dict.fromkeys(table["fault"]))
+    schemes = list(dict.fromkeys(table[scheme]))
+    nrows = -(-len(faults) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 3.1 * nrows), squeeze=False, sharey=True)
+    offsets = np.linspace(-0.12, 0.12, len(schemes)) if len(schemes) > 1 else np.zeros(1)
+    for ax, fault in zip(axes.flat, faults):
+        part = table[table["fault"] == fault]
+        levels = list(dict.fromkeys(part["level"]))
+        for offset, name in zip(offsets, schemes):
+            g = part[part[scheme] == name]
+            x = np.array([levels.index(v) for v in g["level"]]) + offset
+            err = np.array([g["mean"] - g["lo"], g["hi"] - g["mean"]])
+            ax.errorbar(x, g["mean"], yerr=err, marker="o", ms=4, capsize=2, lw=1.2, label=name)
+        ax.set_xticks(range(len(levels)), [str(v) for v in levels])
+        ax.set_xlim(-0.4, len(levels) - 0.6)
+        ax.set_title(FAULT_TITLES.get(fault, fault), fontsize=10)
+        ax.set_xlabel("fault level (first: clean)")
+        ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    for ax in list(axes.flat)[len(faults) :]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title=scheme, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=len(labels), fontsize=8, title_fontsize=8)  # fmt: skip
+    return fig
+
+
+def rule_heatmap(counts: pd.DataFrame, totals: Mapping[str, int], title: str = "") -> plt.Figure:
+    """Rules (rows) against conditions (columns) of `robustness.rule_counts`: each cell's shade is
+    the share of the condition's runs (`totals`: runs per column) the rule fired on, its text the
+    count."""
+    columns = list(counts.columns)
+    if counts.empty:
+        fig, ax = plt.subplots(figsize=(5.0, 1.2))
+        runs = sum(int(totals[c]) for c in columns)
+        ax.text(0.5, 0.5, f"no rule fired on any of the {runs} runs", ha="center", va="center")
+        ax.axis("off")
+        ax.set_title(title, fontsize=10)
+        return fig
+    n = np.array([totals[c] for c in columns], dtype=float)
+    share = counts.to_numpy(dtype=float) / np.maximum(n, 1.0)
+    fig, ax = plt.subplots(figsize=(1.6 + 0.62 * len(columns), 1.4 + 0.36 * max(len(counts), 1)))
+    image = ax.imshow(share, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
+    for (i, j), value in np.ndenumerate(counts.to_numpy()):
+        ax.text(j, i, str(value), ha="center", va="center", fontsize=7,
+                color="white" if share[i, j] > 0.6 else "black")  # fmt: skip
+    ax.set_xticks(range(len(columns)), [f"{c} (n={totals[c]})" for c in columns], rotation=40, ha="right",
+                  fontsize=7)  # fmt: skip
+    ax.set_yticks(range(len(counts)), list(counts.index), fontsize=7)
+    fig.colorbar(image, ax=ax, label="share of the runs the rule fired on", fraction=0.04, pad=0.02)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def scheme_summary(
+    finals: pd.DataFrame,
+    metric: str,
+    aggregate: pd.DataFrame,
+    improvement: pd.DataFrame,
+    by: str,
+    strata: str,
+    baseline: str,
+    order: Sequence[str] | None = None,
+    title: str = "",
+) -> plt.Figure:
+    """Three panels with the methods of `by` as rows (in `order`, top to bottom; default: the
+    aggregate's): (a) the final `metric` on each stratum (task), mean and 95% t-interval over its runs
+    in `finals`; (b) the interquartile mean over all runs with its stratified bootstrap interval
+    (`stats.aggregate_table`), the baseline's interval shaded; (c) the probability of improving on
+    the baseline with its interval (`stats.improvement_table`)."""
+    methods = list(order) if order is not None else list(aggregate[by])
+    aggregate = aggregate.set_index(by).reindex(methods).reset_index()
+    y = np.arange(len(methods))[::-1]
+    fig, axes = plt.subplots(1, 3, figsize=(13.0, max(3.2, 1.6 + 0.38 * len(methods))), sharey=True)
+    tasks = list(dict.fromkeys(finals[strata]))
+    offsets = np.linspace(-0.25, 0.25, len(tasks)) if len(tasks) > 1 else np.zeros(1)
+    for offset, task in zip(offsets, tasks):
+        part = finals[finals[strata] == task]
+        points = [mean_interval(part.loc[part[by] == m, metric].to_numpy(dtype=float)) for m in methods]
+        mean, lo, hi = (np.array(v) for v in zip(*points))
+        axes[0].errorbar(mean, y + offset, xerr=[mean - lo, hi - mean], fmt="o", ms=4, capsize=2, label=task)
+    axes[0].set_xlabel(f"final {TITLES.get(metric, metric)}, {UNITS.get(metric, '')}")
+    axes[0].set_title("(a) per task: mean, 95% t-interval", fontsize=10)
+    base = aggregate[aggregate[by] == baseline].iloc[0]
+    axes[1].axvspan(base["iqm_lo"], base["iqm_hi"], color="black", alpha=0.08, lw=0)
+    axes[1].axvline(base["iqm"], color="black", ls="--", lw=0.8)
+    err = [aggregate["iqm"] - aggregate["iqm_lo"], aggregate["iqm_hi"] - aggregate["iqm"]]
+    axes[1].errorbar(aggregate["iqm"], y, xerr=err, fmt="o", color="tab:blue", capsize=3)
+    axes[1].set_xlabel(f"IQM of the final {TITLES.get(metric, metric)}")
+    axes[1].set_title("(b) all tasks: IQM, 95% stratified bootstrap", fontsize=10)
+    poi = improvement.set_index(by).reindex(methods)
+    err = [poi["poi"] - poi["poi_lo"], poi["poi_hi"] - poi["poi"]]
+    axes[2].axvline(0.5, color="black", ls="--", lw=0.8)
+    axes[2].errorbar(poi["poi"], y, xerr=err, fmt="o", color="tab:purple", capsize=3)
+    axes[2].set_xlim(-0.02, 1.02)
+    axes[2].set_xlabel(f"P(run of the method > run of {baseline})")
+    axes[2].set_title(f"(c) probability of improvement over {baseline}", fontsize=10)
+    axes[0].set_yticks(y, methods, fontsize=8)
+    for ax in axes:
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title=f"{strata} (panel a)", loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=len(labels), fontsize=8, title_fontsize=8)  # fmt: skip
+    return fig
+
+
+def correlation_scatter(
+    per_run: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str,
+    correlations: Mapping[str, Sequence[float]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+) -> plt.Figure:
+    """One dot per run of `per_run` (x against y), coloured by `hue`, with the rank correlations
+    given (name -> `horizon.Correlation`) written in a box: rho, interval, p-value and runs."""
+    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    for key, g in per_run.groupby(hue, sort=False):
+        ax.scatter(g[x], g[y], s=28, label=str(key), alpha=0.85)
+    lines = [f"{name}: rho = {c.rho:.2f} [{c.lo:.2f}, {c.hi:.2f}], p = {c.p:.3f}, n = {c.n}"
+             for name, c in correlations.items()]  # fmt: skip
+    ax.text(0.02, 0.98, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=7,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "lw": 0.5})  # fmt: skip
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(title=hue, fontsize=7, title_fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def phase(df: pd.DataFrame, x: str, y: str, by: str, smooth: int = 10, title: str = "") -> plt.Figure:
+    """The path of each group of `by` in the plane of two metrics over training: each run thin, the
+    across-seed mean bold (both smoothed over `smooth` logged steps), a circle at the start and a
+    square at the end."""
+    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    data = df.dropna(subset=[x, y]).sort_values("step")
+    for key, group in data.groupby(by, sort=False):
+        runs = [
+            run[[x, y]].rolling(smooth, min_periods=1).mean().to_numpy() for _, run in group.groupby("seed")
+        ]
+        color = ax.plot([], [])[0].get_color()
+        for path in runs:
+            ax.plot(path[:, 0], path[:, 1], color=color, lw=0.5, alpha=0.35)
+        length = min(len(p) for p in runs)
+        mean = np.mean([p[:length] for p in runs], axis=0)
+        ax.plot(mean[:, 0], mean[:, 1], color=color, lw=2.0, label=f"{key}")
+        ax.plot(*mean[0], "o", color=color, ms=6)
+        ax.plot(*mean[-1], "s", color=color, ms=6)
+    ax.set_xlabel(f"{TITLES.get(x, x)} ({UNITS.get(x, '')})")
+    ax.set_ylabel(f"{TITLES.get(y, y)} ({UNITS.get(y, '')})")
+    ax.set_title(f"{title} (circle: start, square: end; smoothed over {smooth} steps)".strip(), fontsize=10)
+    ax.legend(title=by, fontsize=7, title_fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig

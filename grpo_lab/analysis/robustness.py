@@ -1,0 +1,112 @@
+"""Robustness to injected faults and the diagnostics each condition sets off, read from run logs:
+the seed document's fault-injection step [D1 sec. 6.4] ("construct reward noise, extreme long
+answers, repeated samples, and check each scheme's fault tolerance").
+
+- `robustness_table`: the outcome of each scheme against each fault's level, the clean runs at level
+  0 of every fault, for robustness curves (`plots.robustness`);
+- `degradation`: each faulty condition's change from the same scheme's clean runs, with intervals;
+- `run_findings`, `rule_counts`: `diagnostics.diagnose_run` on every run of a study, and how many runs
+  of each condition each rule fired on (`plots.rule_heatmap`)."""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_lab.analysis.diagnostics import CHECKS, diagnose_run
+from grpo_lab.analysis.effects import difference_interval, verdict
+from grpo_lab.analysis.stats import mean_interval
+from grpo_lab.config import Config
+
+CLEAN = "none"
+"""the `fault` and `level` of a scheme's run without any fault"""
+CLEAN_CONDITION = "clean"
+"""the `condition` of a scheme's run without any fault"""
+RUN_FAILED = "run_failed"
+"""the rule name `run_findings` gives a run that stopped with an error (its error.json)"""
+
+
+def condition_label(fault: str, level: Any) -> str:
+    """'reward_sigma=0.5' for the field fault_reward_sigma at 0.5; 'clean' without a fault."""
+    return CLEAN_CONDITION if fault == CLEAN else f"{fault.removeprefix('fault_')}={level}"
+
+
+def robustness_table(
+    finals: pd.DataFrame,
+    metric: str,
+    faults: Mapping[str, Sequence[Any]],
+    scheme: str = "scheme",
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """One row per fault field of `faults` (as given to `studies.fault_points`), scheme and level, in
+    the design's order: runs, mean and t-interval of `metric` over the runs in `finals` (one row per
+    run with the columns `scheme`, `fault`, `level`, e.g. `stats.final_values`). Each fault's first
+    level is the clean runs, at the field's clean value (its Config default): robustness curves start
+    from the same point. Levels are matched as strings, as the design writes them."""
+    for column in (scheme, "fault", "level"):
+        if column not in finals:
+            raise ValueError(f"finals has no {column!r} column; columns: {', '.join(finals.columns)}")
+    clean_values = Config().to_dict()
+    clean = finals[finals["fault"] == CLEAN]
+    rows = []
+    for name, levels in faults.items():
+        if name not in clean_values:
+            raise ValueError(f"unknown fault field {name!r}")
+        for scheme_name in dict.fromkeys(finals[scheme]):
+            runs = finals[(finals[scheme] == scheme_name) & (finals["fault"] == name)]
+            steps = [(clean_values[name], clean[clean[scheme] == scheme_name])]
+            steps += [(level, runs[runs["level"] == str(level)]) for level in levels]
+            for level, group in steps:
+                mean, lo, hi = mean_interval(group[metric].to_numpy(dtype=float), confidence)
+                rows.append({"fault": name, scheme: scheme_name, "level": level, "n": len(group),
+                             "mean": mean, "lo": lo, "hi": hi})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def degradation(
+    finals: pd.DataFrame, metric: str, scheme: str = "scheme", confidence: float = 0.95
+) -> pd.DataFrame:
+    """Per scheme and faulty condition (rows of `finals` with `scheme`, `condition`, `fault`), the
+    change of `metric` from the scheme's clean runs: the difference with Welch's interval and p-value
+    (`effects.difference_interval`), the verdict read from the interval (`effects.VERDICTS`), and a
+    `summary` string 'diff [lo, hi]' for wide tables."""
+    rows = []
+    for name, runs in finals.groupby(scheme, sort=False):
+        clean = runs.loc[runs["fault"] == CLEAN, metric].to_numpy(dtype=float)
+        if not len(clean):
+            raise ValueError(f"scheme {name!r} has no clean run to compare its faulty runs with")
+        for condition, group in runs[runs["fault"] != CLEAN].groupby("condition", sort=False):
+            diff, lo, hi, p = difference_interval(group[metric].to_numpy(dtype=float), clean, confidence)
+            rows.append({
+                scheme: name, "condition": condition, "diff": diff, "lo": lo, "hi": hi, "p": p,
+                "verdict": verdict(len(group), lo, hi), "summary": f"{diff:+.3f} [{lo:+.3f}, {hi:+.3f}]",
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def run_findings(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """Every diagnostic finding of every run in `runs` (one row per run with `path`, `status` and
+    `columns`, e.g. `SweepResult.runs`): one row per finding with `columns`, `seed`, `rule`,
+    `severity` and `message`. A failed run gives one row with the rule 'run_failed' and its error."""
+    rows = []
+    for run in runs.to_dict("records"):
+        ids = {c: run[c] for c in (*columns, "seed")}
+        if run["status"] == "failed":
+            rows.append({**ids, "rule": RUN_FAILED, "severity": "error", "message": str(run.get("error"))})
+            continue
+        for finding in diagnose_run(Path(run["path"])):
+            rows.append({**ids, "rule": finding.rule, "severity": finding.level, "message": finding.message})
+    return pd.DataFrame(rows, columns=[*columns, "seed", "rule", "severity", "message"])
+
+
+def rule_counts(findings: pd.DataFrame, runs: pd.DataFrame, by: str) -> pd.DataFrame:
+    """How many runs of each value of `by` (the columns, in their order in `runs`) each rule fired
+    on (a run counts once per rule; rows in the order of `diagnostics.CHECKS`, then 'run_failed';
+    rules that never fired are left out). The runs per value are `runs[by].value_counts()`."""
+    order = list(dict.fromkeys(runs[by]))
+    fired = findings.drop_duplicates([by, "seed", "rule"])
+    counts = fired.groupby(["rule", by]).size().unstack(by, fill_value=0)
+    counts = counts.reindex(columns=order, fill_value=0)
+    rules = [rule for rule in (*CHECKS, RUN_FAILED) if rule in counts.index]
+    return counts.loc[rules].astype(int)

@@ -1,0 +1,135 @@
+"""Figures: what each plot draws (lines, bars, labels, texts) from its data, and `save`."""
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import to_rgba
+
+from grpo_lab.analysis import plots
+from grpo_lab.analysis.horizon import Correlation
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    matplotlib.pyplot.close("all")
+
+
+def runs_frame(groups: dict[str, float], seeds: int = 3, steps: int = 6) -> pd.DataFrame:
+    rows = []
+    for label, level in groups.items():
+        for seed in range(seeds):
+            for step in range(steps):
+                rows.append({"label": label, "seed": seed, "step": step, "reward": level + 0.01 * seed,
+                             "entropy": 1.0 - 0.05 * step, "val/accuracy": level})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_curves_label_units_and_put_the_legend_below(tmp_path):
+    fig = plots.curves(runs_frame({"a": 0.2, "b": 0.5}), ["reward", "entropy"], by="label", ncols=2)
+    axes = fig.axes
+    assert [ax.get_ylabel() for ax in axes] == [plots.UNITS["reward"], plots.UNITS["entropy"]]
+    assert [len(ax.lines) for ax in axes] == [2, 2]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+    path = plots.save(fig, "curves", directory=tmp_path)
+    assert path == tmp_path / "curves.png" and path.stat().st_size > 0
+
+
+def verdict_table() -> pd.DataFrame:
+    return pd.DataFrame({
+        "label": ["all", "-x", "-y"], "mean": [0.5, 0.2, 0.52], "lo": [0.45, 0.15, 0.40],
+        "hi": [0.55, 0.25, 0.64], "verdict": ["reference", "lower", "no clear change"],
+    })  # fmt: skip
+
+
+def test_intervals_draw_each_row_with_its_interval_and_colour():
+    fig = plots.intervals(verdict_table(), "label", "accuracy")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["all", "-x", "-y"]
+    bars = ax.containers
+    assert len(bars) == 3
+    lower = bars[1]
+    assert lower.lines[0].get_xdata()[0] == pytest.approx(0.2)  # the dot
+    assert to_rgba(lower.lines[0].get_color()) == to_rgba(plots.VERDICT_COLORS["lower"])
+    segment = lower.lines[2][0].get_segments()[0]  # the interval bar
+    assert segment[:, 0] == pytest.approx([0.15, 0.25])
+    band = [p for p in ax.patches if p.get_alpha() == pytest.approx(0.08)]
+    assert len(band) == 1  # the reference's interval
+    assert ax.get_xlabel() == "accuracy"
+
+
+def test_ablation_colours_only_clear_changes():
+    df = runs_frame({"all": 0.5, "-x": 0.2, "-y": 0.52})
+    fig = plots.ablation(df, verdict_table(), by="label", metric="reward", outcome="val/accuracy", smooth=1)
+    left = fig.axes[0]
+    grey = [line for line in left.lines if to_rgba(line.get_color()) == to_rgba(plots.OTHER)]
+    coloured = [line for line in left.lines if line.get_label() in ("all (reference)", "-x (lower)")]
+    assert len(coloured) == 2
+    assert len([line for line in grey if len(line.get_xdata())]) == 1  # "-y", drawn thin and grey
+
+
+def test_robustness_one_panel_per_fault_one_line_per_scheme():
+    rows = []
+    for fault, levels in (
+        ("fault_reward_sigma", [0.0, 0.5, 1.0]),
+        ("fault_sampler_dtype", ["none", "bfloat16"]),
+    ):
+        for scheme in ("grpo", "scheme_a", "scheme_b"):
+            for level in levels:
+                rows.append({"fault": fault, "scheme": scheme, "level": level, "n": 3, "mean": 0.5,
+                             "lo": 0.4, "hi": 0.6})  # fmt: skip
+    fig = plots.robustness(pd.DataFrame(rows), ylabel="accuracy", ncols=2)
+    sigma, dtype = fig.axes
+    assert sigma.get_title() == plots.FAULT_TITLES["fault_reward_sigma"]
+    assert [t.get_text() for t in dtype.get_xticklabels()] == ["none", "bfloat16"]
+    assert len(sigma.containers) == 3 and len(dtype.containers) == 3
+    offsets = [c.lines[0].get_xdata()[0] for c in sigma.containers]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 3  # side by side, not on top of each other
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["grpo", "scheme_a", "scheme_b"]
+
+
+def test_rule_heatmap_writes_counts_and_says_when_nothing_fired():
+    counts = pd.DataFrame({"clean": [0, 1], "repeat_k=6": [5, 0]}, index=["zero_variance_groups", "kl_drift"])
+    fig = plots.rule_heatmap(counts, {"clean": 6, "repeat_k=6": 6})
+    ax = fig.axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["0", "0", "1", "5"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["clean (n=6)", "repeat_k=6 (n=6)"]
+    assert ax.images[0].get_array()[0, 1] == pytest.approx(5 / 6)
+    empty = plots.rule_heatmap(counts.iloc[:0], {"clean": 6, "repeat_k=6": 6})
+    assert "no rule fired on any of the 12 runs" in [t.get_text() for t in empty.axes[0].texts]
+
+
+def test_scheme_summary_rows_follow_the_order():
+    finals = pd.DataFrame([
+        {"preset": p, "task": t, "seed": s, "acc": v + 0.01 * s}
+        for p, v in (("grpo", 0.5), ("dapo", 0.6)) for t in ("arith", "judge") for s in range(3)
+    ])  # fmt: skip
+    aggregate = pd.DataFrame({"preset": ["dapo", "grpo"], "iqm": [0.61, 0.51], "iqm_lo": [0.6, 0.5],
+                              "iqm_hi": [0.62, 0.52]})  # fmt: skip
+    improvement = pd.DataFrame({"preset": ["dapo"], "poi": [1.0], "poi_lo": [1.0], "poi_hi": [1.0]})
+    fig = plots.scheme_summary(finals, "acc", aggregate, improvement, by="preset", strata="task",
+                               baseline="grpo", order=["grpo", "dapo"])  # fmt: skip
+    per_task, iqm, poi = fig.axes
+    assert [t.get_text() for t in per_task.get_yticklabels()] == ["grpo", "dapo"]
+    assert len(per_task.containers) == 2  # one per task
+    dots = iqm.containers[0].lines[0]
+    assert dots.get_xdata().tolist() == [0.51, 0.61]  # grpo on top (y = 1), dapo below (y = 0)
+    assert dots.get_ydata().tolist() == [1, 0]
+    assert np.isnan(poi.containers[0].lines[0].get_xdata()[0])  # no probability of grpo over itself
+
+
+def test_correlation_scatter_and_phase():
+    per_run = pd.DataFrame({"lr": [1, 1, 2, 2], "early": [0.1, 0.2, 0.3, 0.4], "final": [0.2, 0.1, 0.4, 0.3]})
+    corr = {"across all runs": Correlation(0.6, -0.2, 0.9, 0.25, 4)}
+    fig = plots.correlation_scatter(per_run, "early", "final", "lr", corr, "early reward", "final accuracy")
+    ax = fig.axes[0]
+    assert len(ax.collections) == 2
+    assert "across all runs: rho = 0.60 [-0.20, 0.90], p = 0.250, n = 4" in ax.texts[0].get_text()
+    fig = plots.phase(runs_frame({"a": 0.2, "b": 0.5}), "entropy", "reward", by="label", smooth=2)
+    bold = [line for line in fig.axes[0].lines if line.get_linewidth() == 2.0]
+    assert [line.get_label() for line in bold] == ["a", "b"]
+    assert bold[0].get_xdata()[0] == pytest.approx(1.0)  # starts at the first step's entropy

@@ -1,0 +1,86 @@
+"""Robustness tables, degradation from clean runs, and diagnostics counted per condition."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_lab.analysis import robustness
+
+
+def finals_frame() -> pd.DataFrame:
+    rows = []
+    for scheme, clean in (("grpo", [0.50, 0.52, 0.48]), ("scheme_a", [0.60, 0.62, 0.58])):
+        conditions = {("none", "none"): clean, ("fault_reward_sigma", "1.0"): [v - 0.3 for v in clean],
+                      ("fault_sampler_dtype", "bfloat16"): clean}  # fmt: skip
+        for (fault, level), values in conditions.items():
+            for seed, value in enumerate(values):
+                condition = robustness.condition_label(fault, level)
+                rows.append({"scheme": scheme, "fault": fault, "level": level, "condition": condition,
+                             "seed": seed, "acc": value})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_robustness_table_starts_every_curve_at_the_clean_runs():
+    faults = {"fault_reward_sigma": [1.0], "fault_sampler_dtype": ["bfloat16"]}
+    table = robustness.robustness_table(finals_frame(), "acc", faults)
+    assert len(table) == 2 * 2 * 2  # faults x schemes x (clean + one level)
+    sigma = table[(table["fault"] == "fault_reward_sigma") & (table["scheme"] == "scheme_a")]
+    assert sigma["level"].tolist() == [0.0, 1.0]  # clean at the field's clean value
+    assert sigma["mean"].tolist() == pytest.approx([0.60, 0.30])
+    assert sigma["n"].tolist() == [3, 3]
+    dtype = table[(table["fault"] == "fault_sampler_dtype") & (table["scheme"] == "grpo")]
+    assert dtype["level"].tolist() == ["none", "bfloat16"]
+    with pytest.raises(ValueError, match="unknown fault field"):
+        robustness.robustness_table(finals_frame(), "acc", {"fault_typo": [1.0]})
+    with pytest.raises(ValueError, match="no 'scheme' column"):
+        robustness.robustness_table(finals_frame().drop(columns="scheme"), "acc", faults)
+
+
+def test_degradation_compares_each_condition_with_its_schemes_clean_runs():
+    table = robustness.degradation(finals_frame(), "acc").set_index(["scheme", "condition"])
+    assert table.loc[("grpo", "reward_sigma=1.0"), "diff"] == pytest.approx(-0.3)
+    assert table.loc[("grpo", "reward_sigma=1.0"), "verdict"] == "lower"
+    assert table.loc[("scheme_a", "sampler_dtype=bfloat16"), "verdict"] == "no clear change"
+    assert table.loc[("grpo", "reward_sigma=1.0"), "summary"].startswith("-0.300 [")
+    with pytest.raises(ValueError, match="no clean run"):
+        robustness.degradation(finals_frame().query("fault != 'none'"), "acc")
+
+
+def write_run(path, zero_std: float, steps: int = 12) -> None:
+    path.mkdir()
+    rows = [{"step": s, "reward": 0.5, "frac_reward_zero_std": zero_std} for s in range(steps)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_run_findings_and_rule_counts(tmp_path):
+    write_run(tmp_path / "flat", zero_std=0.9)
+    write_run(tmp_path / "fine", zero_std=0.1)
+    runs = pd.DataFrame({
+        "condition": ["repeat_k=6", "clean", "repeat_k=6"], "seed": [0, 0, 1],
+        "status": ["trained", "trained", "failed"], "error": [None, None, "FloatingPointError: nan loss"],
+        "path": [str(tmp_path / "flat"), str(tmp_path / "fine"), str(tmp_path / "missing")],
+    })  # fmt: skip
+    findings = robustness.run_findings(runs, ["condition"])
+    assert set(findings["rule"]) == {"zero_variance_groups", "run_failed"}
+    failed = findings[findings["rule"] == "run_failed"].iloc[0]
+    assert (failed["seed"], failed["severity"], failed["message"]) == (
+        1,
+        "error",
+        "FloatingPointError: nan loss",
+    )
+    doubled = pd.concat([findings, findings])  # a run counts once per rule
+    counts = robustness.rule_counts(doubled, runs, by="condition")
+    assert list(counts.columns) == ["repeat_k=6", "clean"]
+    assert list(counts.index) == ["zero_variance_groups", "run_failed"]
+    assert counts.loc["zero_variance_groups"].tolist() == [1, 0]
+    assert counts.loc["run_failed", "repeat_k=6"] == 1
+
+
+def test_rule_counts_of_no_findings_is_empty():
+    runs = pd.DataFrame({"condition": ["clean"], "seed": [0]})
+    empty = robustness.run_findings(runs.assign(status="failed", error="x", path="p").iloc[:0], ["condition"])
+    counts = robustness.rule_counts(empty, runs, by="condition")
+    assert counts.empty and list(counts.columns) == ["clean"]
+    assert np.issubdtype(counts.dtypes.iloc[0], np.integer)
