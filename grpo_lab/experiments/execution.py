@@ -1,11 +1,21 @@
 """Executing a list of runs: finished runs are loaded, missing ones trained, in this process
 (`workers=1`), in a local process pool (default: one worker per core), or on Ray (one task per run,
-on an existing cluster or a local Ray started on demand). Failures are recorded and the rest goes on."""
+on an existing cluster or a local Ray started on demand). Failures are recorded and the rest goes on.
 
+The local pool counts this process as one of its workers: a spawned worker spends seconds of CPU
+importing torch and transformers before its first run, and with few cores and short runs that
+start-up is what separates the pool from a perfect speed-up. This process, which has paid it
+already, trains from the first second while the others start, and every worker (this one included)
+takes the next pending run as soon as it is free, so the runs left at the end are spread too."""
+
+import collections
+import contextlib
 import multiprocessing
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -23,6 +33,19 @@ def single_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def one_thread_here() -> Iterator[None]:
+    """This process as a pool worker: one torch thread while it trains, its own setting restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def attempt_single_thread(config: Config, root: Path, callbacks_factory: CallbacksFactory | None) -> Outcome:
@@ -43,8 +66,9 @@ def execute(
 ) -> dict[str, Outcome]:
     """Make sure every config has a finished run under `root`; return config key -> Outcome.
 
-    - backend 'local': `workers` processes (default `os.cpu_count()`, spawned, one torch thread
-      each); `workers=1` trains in this process, one run after the other.
+    - backend 'local': `workers` processes (default `os.cpu_count()`, one torch thread each): this
+      one and `workers - 1` spawned ones, each taking the next pending run when free; `workers=1`
+      trains in this process, one run after the other, with this process's torch threads.
     - backend 'ray': one task per run on the Ray cluster at `address` (None: the one this process is
       connected to, else a local Ray started with `ray.init()`), with a GPU per task when the
       cluster has GPUs. `root` must then be a path every node can write to.
@@ -77,11 +101,48 @@ def execute(
 def _in_pool(
     configs: list[Config], root: Path, workers: int, callbacks_factory: CallbacksFactory | None
 ) -> Iterator[Outcome]:
+    """Runs shared by this process and `workers - 1` spawned ones, taken in the order given."""
+    pending = collections.deque(configs)
+    lock = threading.Lock()
+    done: queue.SimpleQueue = queue.SimpleQueue()  # outcomes of the spawned workers' runs
+
+    def take() -> Config | None:
+        with lock:
+            return pending.popleft() if pending else None
+
+    def feed(pool: ProcessPoolExecutor) -> None:
+        """Keep each spawned worker busy with one run until none is pending."""
+        running = {}
+        while True:
+            while len(running) < workers - 1 and (config := take()) is not None:
+                try:
+                    running[pool.submit(attempt, config, root, callbacks_factory)] = config
+                except Exception as err:  # a worker died and broke the pool: the run is a failure
+                    done.put(Outcome(config.key(), "failed", write_error(run_dir(config, root), err)))
+            if not running:
+                return
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                done.put(_outcome(future.result, running.pop(future), root))
+
+    def drain() -> Iterator[Outcome]:
+        while not done.empty():
+            yield done.get()
+
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=single_thread) as pool:
-        futures = {pool.submit(attempt, c, root, callbacks_factory): c for c in configs}
-        for future in as_completed(futures):
-            yield _outcome(future.result, futures[future], root)
+    with ProcessPoolExecutor(workers - 1, mp_context=context, initializer=single_thread) as pool:
+        feeder = threading.Thread(target=feed, args=(pool,), daemon=True)
+        feeder.start()
+        try:
+            with one_thread_here():
+                while (config := take()) is not None:
+                    yield attempt(config, root, callbacks_factory)
+                    yield from drain()
+        finally:
+            with lock:
+                pending.clear()  # interrupted: start nothing new, let the running runs finish
+            feeder.join()
+    yield from drain()
 
 
 def _on_ray(
