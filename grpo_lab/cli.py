@@ -1,4 +1,5 @@
-"""Command line: `grpo-lab train`, `grpo-lab presets`, `grpo-lab figures`."""
+"""Command line: `grpo-lab train`, `grpo-lab presets`, `grpo-lab figures`, `grpo-lab diagnose`,
+`grpo-lab bench`."""
 
 import argparse
 import json
@@ -54,6 +55,30 @@ def _diagnose(args: argparse.Namespace) -> int:
     return 1 if any(f.level == "error" for f in findings) else 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from grpo_lab.bench import bench, format_report
+
+    report = bench(
+        model=args.model,
+        steps=args.steps,
+        rounds=args.rounds,
+        warmup=args.warmup,
+        betas=tuple(args.betas),
+        force_length=args.force_length,
+        completion_length=args.completion_length,
+        trl=not args.no_trl,
+        pool_runs=args.pool_runs,
+        pool_steps=args.pool_steps,
+        threads=args.threads,
+    )
+    print(format_report(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"figures written to {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grpo-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +102,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     d.add_argument("run_dir")
     d.set_defaults(fn=_diagnose)
+    b = sub.add_parser("bench", help="time a GRPO step against TRL and the bare bound (and the sweep pool)")
+    b.add_argument(
+        "--model", default="embedded", help="'embedded', '4m' (a ~4.2M-param Llama) or a model path"
+    )
+    b.add_argument("--steps", type=int, default=5, help="measured steps per system, round and beta")
+    b.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
+    b.add_argument("--warmup", type=int, default=1, help="steps left out at the start of each measurement")
+    b.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04], help="KL coefficients")
+    b.add_argument("--completion-length", type=int, default=24)
+    length = b.add_mutually_exclusive_group()
+    length.add_argument("--force-length", dest="force_length", action="store_true", default=None,
+                        help="suppress EOS: every completion has exactly --completion-length tokens (default "
+                        "for 4m)")  # fmt: skip
+    length.add_argument("--natural-length", dest="force_length", action="store_false",
+                        help="completions end at EOS (default for embedded and paths)")  # fmt: skip
+    b.add_argument("--no-trl", action="store_true", help="leave TRL out even when it is installed")
+    b.add_argument(
+        "--pool-runs", type=int, default=0, help="also time a sweep of this many runs, 1 vs 2 workers"
+    )
+    b.add_argument("--pool-steps", type=int, default=10, help="steps of each pool-benchmark run")
+    b.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    b.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    b.set_defaults(fn=_bench)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -209,10 +209,14 @@ def shared_prompt_logits(
     prompt_rope, comp_rope = net.rotary(prompt_pos), net.rotary(comp_pos)
     x = net.lm.model.embed_tokens(ids)  # (U, P, H)
     y = net.lm.model.embed_tokens(comp_ids)  # (N, T-1, H)
-    recompute = net.lm.training and torch.is_grad_enabled() and net.lm.is_activation_checkpointing
+    recompute = net.lm.training and torch.is_grad_enabled()
 
-    def run(*args):  # activation checkpointing as the model was asked for (transformers' switch)
-        return checkpoint(net.layer, *args, use_reentrant=False) if recompute else net.layer(*args)
+    def run(i: int, *args):
+        """Layer i, recomputed in the backward when the model asked for it (transformers' per-layer
+        switch, set by `activation_checkpointing_enable`); non-reentrant, so frozen inputs (LoRA) work."""
+        if recompute and getattr(net.lm.model.layers[i], "gradient_checkpointing", False):
+            return checkpoint(net.layer, i, *args, use_reentrant=False)
+        return net.layer(i, *args)
 
     for i in range(len(net.lm.model.layers)):
         x, k, v = run(i, x, prompt_rope, attend[:, None], None)

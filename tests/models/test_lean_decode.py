@@ -195,19 +195,28 @@ def test_shared_prompt_forward_on_mixed_rows_and_single_tokens(net):
             torch.testing.assert_close(lean[valid], ref[valid], **TOL)
 
 
-def test_activation_checkpointing_gives_the_same_gradients(tiny_model_path):
+def test_activation_checkpointing_gives_the_same_gradients(tiny_model_path, monkeypatch):
     policy = load_policy(tiny_model_path, "arith", None, CPU, need_reference=False)
     model, tok = policy.model, policy.tokenizer
     r = rollout_with_ends(model.eval(), tok)
     model.train()
+    recomputed = []
+
+    def counting(fn, *args, **kwargs):
+        recomputed.append(args[0])
+        return torch.utils.checkpoint.checkpoint(fn, *args, **kwargs)
+
+    monkeypatch.setattr(lean_decode, "checkpoint", counting)
     grads = []
     for checkpointing in (False, True):
         if checkpointing:
-            model.activation_checkpointing_enable()
+            assert not recomputed
+            model.activation_checkpointing_enable(every_n_layers=2)  # layer 0 only
         model.zero_grad(set_to_none=True)
         logp = token_logprobs(completion_logits(model, r, 1.0, path="lean"), r.completion_ids)
         (logp * r.completion_mask).sum().backward()
         grads.append([p.grad.clone() for p in model.parameters()])
+    assert recomputed == [0, 0]  # the prompt and completion stages of layer 0
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, **TOL)
 

@@ -1,0 +1,475 @@
+"""`grpo-lab bench`: the cost of one GRPO step, measured side by side in one process on the same
+model, prompts, group size, completion length and number of updates.
+
+- grpo_lab: the real trainer (`grpo_lab.trainer.train`) on a `grpo` config;
+- TRL: `GRPOTrainer` with its fastest settings for that work (no gradient checkpointing, no vLLM,
+  one generation and one update per step, the same beta and loss type), when trl is installed;
+- the bare bound: a plain KV-cached sampling loop through the transformers model plus one forward
+  and backward over the sampled batch (plus a reference forward when the KL is on), nothing else.
+
+The three run in interleaved rounds (load from other jobs spreads over all of them); each reports
+the median time between consecutive steps after a warm-up step, so model loading, validation and
+trainer set-up are never counted. With `pool_runs`, the same small sweep is also run with one
+worker and with the local pool, and their wall times compared.
+
+A benchmark, not a test: the figures depend on the machine and on what else it runs."""
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from grpo_lab.config import Config
+from grpo_lab.evaluation import encode_prompts
+from grpo_lab.models.embedded import cache_root
+from grpo_lab.models.loading import load_policy, resolve_model_path
+from grpo_lab.models.logprobs import completion_logits, token_logprobs
+from grpo_lab.models.sampler import sample
+from grpo_lab.presets import preset
+from grpo_lab.tasks import make_task
+
+BENCH_4M_ARCH = dict(
+    hidden_size=256,
+    intermediate_size=1024,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+)
+"""the ~4.2M-parameter model: the embedded model's architecture at twice its width"""
+TARGETS = {"speedup_vs_trl": {"embedded": 1.5, "4m": 1.2}, "over_bare_bound": 1.2, "pool_speedup": 1.7}
+"""the issue's targets: speed-up over TRL (by model), step time over the bare bound, pool over one worker"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """The work of one step, the same for every system measured."""
+
+    model: str
+    """'embedded', '4m' or a Hugging Face model path / id"""
+    task: str = "arith"
+    prompts: int = 8
+    """distinct prompts per step"""
+    group_size: int = 8
+    completion_length: int = 24
+    """max_completion_length"""
+    force_length: bool = False
+    """suppress EOS so that every completion has exactly `completion_length` tokens on every side"""
+
+
+def bench_4m_path() -> Path:
+    """The ~4.2M-parameter Llama (random init, seed 0, the character tokenizer), built on first use."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
+
+    key = hashlib.sha256(json.dumps([BENCH_4M_ARCH, CHARSET]).encode()).hexdigest()[:12]
+    path = cache_root() / "models" / f"bench-4m-{key}"
+    if not (path / "config.json").exists():
+        tok = build_char_tokenizer()
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            cfg = LlamaConfig(
+                vocab_size=len(tok),
+                max_position_embeddings=256,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+                bos_token_id=None,
+                tie_word_embeddings=True,
+                **BENCH_4M_ARCH,
+            )
+            model = LlamaForCausalLM(cfg)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".building-"))
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        try:
+            tmp.rename(path)
+        except OSError:  # built by another process meanwhile: keep theirs
+            pass
+    return path
+
+
+def model_path(work: Work) -> str:
+    """A local path or hub id every system loads the model from."""
+    if work.model == "4m":
+        return str(bench_4m_path())
+    return resolve_model_path(work.model, work.task, None)
+
+
+def config_for(work: Work, beta: float, steps: int, seed: int = 0) -> Config:
+    """The grpo_lab config of this work: the `grpo` preset with beta as the KL coefficient and
+    validation only at the two ends (it is not part of a step)."""
+    return preset(
+        "grpo",
+        model=model_path(work),
+        task=work.task,
+        steps=steps,
+        seed=seed,
+        prompts_per_step=work.prompts,
+        group_size=work.group_size,
+        max_completion_length=work.completion_length,
+        kl_coef=beta,
+        fault_long_frac=1.0 if work.force_length else 0.0,
+        eval_every=steps + 1,
+        val_size=1,
+        device="cpu",
+        progress=False,
+    )
+
+
+def step_seconds(stamps: list[float], warmup: int) -> list[float]:
+    """Times between consecutive step ends, the first `warmup` steps left out."""
+    return [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1 :])]
+
+
+class StepClock:
+    """Trainer callback: the time at the end of each of the `steps` training steps."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.stamps = steps, []
+
+    def on_step(self, step: int, row: dict) -> None:
+        if step < self.steps:  # the last call carries the final validation, not a step
+            self.stamps.append(time.perf_counter())
+
+    def on_end(self, summary: dict) -> None:
+        pass
+
+
+def run_grpo_lab(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dict:
+    """Steps of the real trainer: their times and the trainer's own phase breakdown (medians)."""
+    from grpo_lab.trainer import train
+
+    total = steps + warmup + 1
+    clock = StepClock(total)
+    metrics = train(config_for(work, beta, total, seed), callbacks=[clock])
+    rows = metrics.dropna(subset=["reward"]).iloc[warmup + 1 :]
+    phases = ["time/sample_s", "time/logprob_s", "time/forward_backward_s", "time/optimizer_s"]
+    return {
+        "step_s": step_seconds(clock.stamps, warmup),
+        "phases": {k.split("/")[1]: float(rows[k].median()) for k in phases},
+        "mean_length": float(rows["completions/mean_length"].mean()),
+    }
+
+
+def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dict:
+    """The bare bound: transformers KV-cached sampling, one forward and backward over the batch,
+    and a reference forward when beta > 0; no rewards, advantages, optimizer or logging."""
+    device = torch.device("cpu")
+    policy = load_policy(model_path(work), work.task, None, device, need_reference=beta > 0)
+    model, tok = policy.model, policy.tokenizer
+    task = make_task(work.task, None)
+    generator = torch.Generator().manual_seed(seed)
+    n = work.prompts * work.group_size
+    forced = torch.ones(n, dtype=torch.bool) if work.force_length else None
+    stamps, parts, lengths = [time.perf_counter()], [], []
+    for step in range(steps + warmup + 1):
+        examples = task.batch(seed, step, work.prompts)
+        ids, mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
+        t0 = time.perf_counter()
+        model.eval()
+        rollout = sample(model, ids, mask, work.group_size, work.completion_length, 1.0, tok.eos_token_id,
+                         tok.pad_token_id, generator, suppress_eos=forced, path="transformers")  # fmt: skip
+        model.train()
+        t1 = time.perf_counter()
+        logp = token_logprobs(
+            completion_logits(model, rollout, 1.0, path="transformers"), rollout.completion_ids
+        )
+        loss = -(logp * rollout.completion_mask).sum() / rollout.completion_mask.sum()
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        t2 = time.perf_counter()
+        reference_s = 0.0
+        if beta > 0:
+            with torch.no_grad(), policy.as_reference() as ref:
+                completion_logits(ref, rollout, 1.0, path="transformers")
+            reference_s = time.perf_counter() - t2
+        stamps.append(time.perf_counter())
+        parts.append((t1 - t0, t2 - t1, reference_s))
+        lengths.append(float(rollout.lengths.mean()))
+    kept = parts[warmup + 1 :]
+    return {
+        "step_s": step_seconds(stamps[1:], warmup),
+        "phases": {
+            name: statistics.median(p[i] for p in kept)
+            for i, name in enumerate(["sample_s", "forward_backward_s", "reference_s"])
+        },
+        "mean_length": statistics.mean(lengths[warmup + 1 :]),
+        "params": sum(p.numel() for p in model.parameters()),
+    }
+
+
+def trl_available() -> bool:
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """TRL and transformers warnings off while TRL is set up and runs."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            hf_logging.set_verbosity(level)
+
+
+def run_trl(work: Work, beta: float, steps: int, warmup: int, seed: int, out: Path) -> dict:
+    """TRL's GRPOTrainer on the same work with its fastest settings for it (see the module doc)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    class Clock(TrainerCallback):
+        """The time at each step end, and TRL's mean completion length of that step."""
+
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+            self.lengths: list[float] = []
+            self.metrics: dict = {}
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.stamps.append(time.perf_counter())
+            self.lengths.append(self.metrics.get("completions/mean_length", [math.nan])[-1])
+
+    total = steps + warmup + 1
+    task = make_task(work.task, None)
+    rows = [ex for step in range(total) for ex in task.batch(seed, step, work.prompts)]  # our prompt order
+    dataset = Dataset.from_list([{"prompt": ex.prompt, "answer": ex.answer} for ex in rows])
+    path = model_path(work)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"
+    settings = dict(
+        output_dir=str(out),
+        per_device_train_batch_size=work.prompts * work.group_size,
+        num_generations=work.group_size,
+        max_completion_length=work.completion_length,
+        generation_kwargs={"min_new_tokens": work.completion_length} if work.force_length else None,
+        beta=beta,
+        loss_type="grpo",  # grpo_lab's seq-mean-token-mean
+        num_iterations=1,
+        gradient_accumulation_steps=1,
+        gradient_checkpointing=False,
+        activation_checkpointing=False,
+        use_vllm=False,
+        max_steps=total,
+        learning_rate=3e-5,
+        lr_scheduler_type="constant",
+        temperature=1.0,
+        shuffle_dataset=False,
+        use_cpu=True,
+        bf16=False,
+        logging_strategy="no",
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=seed,
+    )
+    clock = Clock()
+    rewards = [task.rewards[name] for name in task.default_rewards]  # already TRL's reward signature
+    with _quiet():
+        trainer = GRPOTrainer(
+            model=path, reward_funcs=rewards, args=GRPOConfig(**settings), train_dataset=dataset,
+            processing_class=tok, callbacks=[clock],
+        )  # fmt: skip
+        trainer.remove_callback(PrinterCallback)  # it prints the end-of-training summary
+        if trainer.model.is_activation_checkpointing:
+            raise RuntimeError("TRL's model has activation checkpointing on: not its fastest setting")
+        clock.metrics = trainer._metrics["train"]  # TRL's per-step metrics (cleared when it logs)
+        trainer.train()
+    return {
+        "step_s": step_seconds(clock.stamps, warmup),
+        "mean_length": statistics.mean(clock.lengths[warmup + 1 :]),
+    }
+
+
+def pool_throughput(
+    runs: int, steps: int, model: str = "embedded", task: str = "arith", workers: int = 2
+) -> dict:
+    """Wall time of the same sweep (the `grpo` preset, `runs` seeds of `steps` steps with the preset's
+    own validation) with one worker and with the local pool of `workers`."""
+    from grpo_lab.experiments.execution import execute
+
+    configs = [
+        preset("grpo", model=model, task=task, steps=steps, seed=s, progress=False) for s in range(runs)
+    ]
+    seconds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, n in (("one_worker_s", 1), ("pool_s", workers)):
+            start = time.perf_counter()
+            outcomes = execute(configs, Path(tmp) / label, workers=n, progress=False)
+            seconds[label] = time.perf_counter() - start
+            failed = [o.error for o in outcomes.values() if o.status == "failed"]
+            if failed:
+                raise RuntimeError(f"the pool benchmark's runs failed: {failed[0]}")
+    return {
+        "runs": runs,
+        "steps": steps,
+        "workers": workers,
+        **seconds,
+        "speedup": seconds["one_worker_s"] / seconds["pool_s"],
+    }
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def bench(
+    model: str = "embedded",
+    steps: int = 5,
+    rounds: int = 2,
+    warmup: int = 1,
+    betas: tuple[float, ...] = (0.0, 0.04),
+    force_length: bool | None = None,
+    completion_length: int = 24,
+    trl: bool = True,
+    pool_runs: int = 0,
+    pool_steps: int = 10,
+    threads: int = 0,
+) -> dict:
+    """Measure and return every figure (see the module doc); `force_length` None: on for '4m' only.
+    `threads` 0 keeps torch's default."""
+    if steps < 2 or rounds < 1 or warmup < 0:
+        raise ValueError(f"need steps >= 2, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")
+    if threads:
+        torch.set_num_threads(threads)
+    logging.getLogger("datasets").setLevel(logging.ERROR)
+    force = model == "4m" if force_length is None else force_length
+    work = Work(model=model, completion_length=completion_length, force_length=force)
+    with_trl = trl and trl_available()
+    systems = ["grpo_lab", "bare"] + (["trl"] if with_trl else [])
+    raw: dict = {b: {s: [] for s in systems} for b in betas}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for beta in betas:
+                for system in systems:
+                    if system == "grpo_lab":
+                        result = run_grpo_lab(work, beta, steps, warmup, seed=r)
+                    elif system == "bare":
+                        result = run_bare(work, beta, steps, warmup, seed=r)
+                    else:
+                        result = run_trl(work, beta, steps, warmup, r, Path(tmp) / f"trl-{r}-{beta}")
+                    raw[beta][system].append(result)
+    rows = []
+    for beta in betas:
+        row = {"beta": beta}
+        for system in systems:
+            results = raw[beta][system]
+            row[f"{system}_s"] = _median([x for res in results for x in res["step_s"]])
+            row[f"{system}_mean_length"] = statistics.mean(res["mean_length"] for res in results)
+            if "phases" in results[0]:
+                row[f"{system}_phases"] = {
+                    k: statistics.median(res["phases"][k] for res in results) for k in results[0]["phases"]
+                }
+        row["over_bare_bound"] = row["grpo_lab_s"] / row["bare_s"]
+        if with_trl:
+            row["speedup_vs_trl"] = row["trl_s"] / row["grpo_lab_s"]
+        rows.append(row)
+    params = raw[betas[0]]["bare"][0]["params"]
+    report = {
+        "work": {**dataclasses.asdict(work), "path": model_path(work), "params": params},
+        "steps": steps,
+        "rounds": rounds,
+        "warmup": warmup,
+        "threads": torch.get_num_threads(),
+        "trl": with_trl,
+        "rows": rows,
+        "raw_step_s": {str(b): {s: [res["step_s"] for res in raw[b][s]] for s in systems} for b in betas},
+        "environment": _environment(),
+    }
+    if pool_runs:
+        report["pool"] = pool_throughput(pool_runs, pool_steps, model_path(work), work.task)
+    report["targets"] = targets(report)
+    return report
+
+
+def targets(report: dict) -> dict:
+    """Each of the issue's targets that this report measured: threshold, worst measured value, met."""
+    found = {}
+    rows = report["rows"]
+    speedup = TARGETS["speedup_vs_trl"].get(report["work"]["model"])
+    if speedup is not None and report["trl"]:
+        worst = min(r["speedup_vs_trl"] for r in rows)
+        found["speedup_vs_trl"] = {"at_least": speedup, "worst": worst, "met": worst >= speedup}
+    worst = max(r["over_bare_bound"] for r in rows)
+    bound = TARGETS["over_bare_bound"]
+    found["over_bare_bound"] = {"at_most": bound, "worst": worst, "met": worst <= bound}
+    if "pool" in report:
+        value = report["pool"]["speedup"]
+        found["pool_speedup"] = {"at_least": TARGETS["pool_speedup"], "worst": value,
+                                 "met": value >= TARGETS["pool_speedup"]}  # fmt: skip
+    return found
+
+
+def _environment() -> dict:
+    import transformers
+
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+    if trl_available():
+        import trl
+
+        versions["trl"] = trl.__version__
+    return {**versions, "python": platform.python_version(), "cpus": os.cpu_count()}
+
+
+def format_report(report: dict) -> str:
+    """The figures as a plain-text table."""
+    w = report["work"]
+    length = f"{'exactly' if w['force_length'] else 'at most'} {w['completion_length']} tokens"
+    lines = [
+        f"model {w['model']} ({w['params'] / 1e6:.2f}M params), task {w['task']}, {w['prompts']} prompts x "
+        f"G {w['group_size']}, completions of {length}, {report['threads']} torch threads, "
+        f"median of {report['rounds']} x {report['steps']} steps",
+        "",
+        f"{'beta':>5} {'grpo_lab s':>10} {'TRL s':>8} {'bare s':>8} {'TRL/ours':>8} {'ours/bare':>9}"
+        f"  {'mean length ours/TRL/bare':>26}",
+    ]
+    for r in report["rows"]:
+        trl_s = f"{r['trl_s']:8.3f}" if report["trl"] else f"{'-':>8}"
+        speed = f"{r['speedup_vs_trl']:8.2f}" if report["trl"] else f"{'-':>8}"
+        trl_len = f"{r['trl_mean_length']:.1f}" if report["trl"] else "-"
+        lengths = f"{r['grpo_lab_mean_length']:.1f}/{trl_len}/{r['bare_mean_length']:.1f}"
+        lines.append(
+            f"{r['beta']:5.2f} {r['grpo_lab_s']:10.3f} {trl_s} {r['bare_s']:8.3f} {speed} "
+            f"{r['over_bare_bound']:9.2f}  {lengths:>26}"
+        )
+    lines.append("")
+    for r in report["rows"]:
+        ours = ", ".join(f"{k} {v:.3f}" for k, v in r["grpo_lab_phases"].items())
+        bare = ", ".join(f"{k} {v:.3f}" for k, v in r["bare_phases"].items())
+        lines.append(f"beta {r['beta']:.2f} phases (s): grpo_lab {ours}; bare {bare}")
+    if "pool" in report:
+        p = report["pool"]
+        lines += [
+            "",
+            f"pool: {p['runs']} runs of {p['steps']} steps: one worker {p['one_worker_s']:.1f} s, "
+            f"{p['workers']} workers {p['pool_s']:.1f} s, speed-up {p['speedup']:.2f}",
+        ]
+    lines.append("")
+    for name, t in report["targets"].items():
+        bound = f">= {t['at_least']}" if "at_least" in t else f"<= {t['at_most']}"
+        lines.append(
+            f"target {name} {bound}: measured {t['worst']:.2f} -> {'met' if t['met'] else 'NOT met'}"
+        )
+    return "\n".join(lines)
