@@ -164,6 +164,7 @@ class Scored:
 
     def keep_groups(self, keep: Tensor) -> "Scored":
         """Only the groups flagged in `keep` (B,); the others are counted as dropped."""
+        keep = keep.cpu()  # (B,) like the group sizes
         kept = self.take(
             keep.repeat_interleave(self.group_sizes).nonzero().squeeze(-1), self.group_sizes[keep]
         )
@@ -362,6 +363,8 @@ LIVE_FIELDS = (
     "group_size",
     "temperature",
     "max_grad_norm",
+    "dynamic_group_size",
+    "group_size_max",
 )
 """config fields `Trainer.reconfigure` changes between steps; every other field needs a new run"""
 
@@ -840,7 +843,7 @@ class Trainer:
                           temps[idx] if temps is not None else None)  # fmt: skip
             growing[idx] = still_uniform(first[idx], part.rewards.view(len(idx), extra))
             parts.append(part)
-            prompt_of.append(idx.repeat_interleave(extra))
+            prompt_of.append(idx.cpu().repeat_interleave(extra))
             growth.rounds += 1
             growth.extra_completions += len(idx) * extra
             growth.extra_tokens += part.sampled_tokens

@@ -102,6 +102,15 @@ def test_learning_rate_change_reaches_the_optimizer(tiny):
     assert 0 < moved < 1e-8  # Adam's step is about the learning rate
 
 
+def test_dynamic_group_size_switched_on_live(tiny):
+    """A random model never solves arith: with dynamic group size switched on, every group grows."""
+    trainer = Trainer(tiny(task="arith", prompts_per_step=2, group_size=2))
+    assert trainer.step()["sampling/completions"] == 4
+    trainer.reconfigure(dynamic_group_size=True, group_size_max=6)
+    row = trainer.step()
+    assert row["sampling/completions"] == 12 and row["group_size/grown_frac"] == 1.0
+
+
 def test_group_size_and_temperature_change_the_sampling(tiny):
     trainer = Trainer(tiny(prompts_per_step=4, group_size=4))
     assert trainer.step()["sampling/completions"] == 16
