@@ -20,6 +20,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from grpo_lab import profiles
 from grpo_lab.analysis import cost, sensitivity
@@ -402,32 +403,36 @@ def catalogue(profile: str) -> tuple[Claim, ...]:
     return CLAIMS if profile == "full" else tuple(c for c in CLAIMS if c.name in SMOKE_CLAIMS)
 
 
+def settings(
+    profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
+) -> dict[str, profiles.Profile]:
+    """The profile of each design: 'training', the short-run profile of `sensitivity` (`steps`
+    overrides its steps, so 06's runs are reused); 'cost', the profile of `cost` (08's runs)."""
+    seeds = list(seeds) if seeds is not None else None
+    return {"training": sensitivity.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
+
+
 def scores(
-    claims: Sequence[Claim],
-    profile: str,
-    seeds: Sequence[int] | None,
-    root: str | Path,
-    steps: int | None = None,
-    **options: Any,
+    claims: Sequence[Claim], settings: Mapping[str, profiles.Profile], root: str | Path, **options: Any
 ) -> pd.DataFrame:
     """Run (or load) every configuration the claims need and score each run: one row per claim, arm
-    and seed with the claim's metric. Training configurations use the short-run profile and base of
-    `sensitivity` (`steps` overrides its steps; 06's runs are reused) and run in a pool (`options` as
-    for `experiments.run_design`); cost configurations use `cost`'s profile and base and are timed one
-    after the other by `cost.measure` (08's runs are reused)."""
-    studies = {
-        "training": (sensitivity.settings(profile, seeds, steps), sensitivity.base_config),
-        "cost": (cost.settings(profile, seeds), cost.base_config),
-    }
+    and seed with the claim's metric. `settings` (from `settings`) gives each design's profile.
+    Training configurations use `sensitivity`'s base and run in a pool (`options` as for
+    `experiments.run_design`); cost configurations use `cost`'s base and are timed one after the
+    other by `cost.measure`."""
+    unknown = sorted({c.design for c in claims} - set(settings))
+    if unknown:
+        raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
+    studies = {"training": sensitivity.base_config, "cost": cost.base_config}
     metrics = {}
-    for design, (settings, make_base) in studies.items():
+    for design, make_base in studies.items():
         wanted = [c for c in claims if c.design == design]
         if not wanted:
             continue
-        base = make_base(settings)
+        base = make_base(settings[design])
         configs = {arm_label(o): base.replace(**o) for c in wanted for o in c.arms().values()}
         points = [Point(label, {}, config) for label, config in configs.items()]
-        metrics[design] = _run(design, points, settings, root, options)
+        metrics[design] = _run(design, points, settings[design], root, options)
     rows = []
     for claim in claims:
         runs = metrics[claim.design]
@@ -497,28 +502,40 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame, confidence: float = 
 COLORS = {"supported": "tab:green", "not supported": "tab:red", "inconclusive": "0.45"}
 UNITS = {
     "difference": "treatment - control",
-    "relative": "treatment / control - 1",
+    "relative": "treatment / control (log scale)",
     "value": "treatment value",
 }
 
 
 def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.Figure:
     """One small panel per claim: the effect (point) and its interval (bar), the claimed region
-    shaded green, zero dashed; the verdict in the title's colour. Each panel has its own effect scale."""
+    shaded green, no effect dashed; the verdict in the title's colour. Each panel has its own scale;
+    a relative effect is drawn as the ratio treatment / control on a log axis."""
     by_name = {c.name: c for c in claims}
     nrows = -(-len(table) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.2 * nrows), squeeze=False)
     for ax, row in zip(axes.flat, table.itertuples()):
         region = by_name[row.claim].region
-        ends = [v for v in (row.low, row.high, row.estimate, region.low, region.high, 0.0) if np.isfinite(v)]
-        span = (max(ends) - min(ends)) or 1.0
-        left, right = min(ends) - 0.25 * span, max(ends) + 0.25 * span
-        ax.axvspan(max(region.low, left), min(region.high, right), color="tab:green", alpha=0.15, lw=0)
-        ax.axvline(0.0, color="0.3", ls="--", lw=0.8)
+        ratio = row.effect == "relative"
+        shift = 1.0 if ratio else 0.0  # relative effect e is drawn as the ratio 1 + e
+        low, high, estimate = row.low + shift, row.high + shift, row.estimate + shift
+        bounds = [region.low + shift, region.high + shift]
+        ends = [v for v in (low, high, estimate, *bounds, shift) if np.isfinite(v) and (v > 0 or not ratio)]
+        if ratio:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            left, right = min(ends) / 1.3, max(ends) * 1.3
+        else:
+            span = (max(ends) - min(ends)) or 1.0
+            left, right = min(ends) - 0.25 * span, max(ends) + 0.25 * span
+        ax.axvspan(max(bounds[0], left), min(bounds[1], right), color="tab:green", alpha=0.15, lw=0)
+        ax.axvline(shift, color="0.3", ls="--", lw=0.8)
         color = COLORS[row.verdict]
         if np.isfinite(row.low):
-            ax.plot([row.low, row.high], [0, 0], color=color, lw=3)
-        ax.plot([row.estimate], [0], "o", color=color, ms=7)
+            ax.plot([low, high], [0, 0], color=color, lw=3)
+        ax.plot([estimate], [0], "o", color=color, ms=7)
         ax.set_xlim(left, right)
         ax.set_ylim(-1, 1)
         ax.set_yticks([])

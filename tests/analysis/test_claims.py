@@ -200,7 +200,8 @@ def test_group_size_claims_reuse_the_sensitivity_runs():
 def test_scores_and_verdicts_from_real_runs(tmp_path):
     """A training claim and a cost claim, end to end on two-step runs of the embedded model."""
     catalogue = [c for c in claims.CLAIMS if c.name in ("adv_clip_never_binds", "learnable_temperature_cost")]
-    scores = claims.scores(catalogue, "smoke", [0, 1], tmp_path, steps=2, workers=1, progress=False)
+    settings = claims.settings("smoke", [0, 1], steps=2)
+    scores = claims.scores(catalogue, settings, tmp_path, workers=1, progress=False)
     assert set(scores["claim"]) == {c.name for c in catalogue}
     assert len(scores) == 2 + 4  # two treatment runs; two treatment and two control cost runs
     table = claims.evaluate(catalogue, scores)
@@ -209,3 +210,12 @@ def test_scores_and_verdicts_from_real_runs(tmp_path):
     assert clipped.between(0, 1).all()
     fig = claims.figure(table, catalogue)
     assert len([ax for ax in fig.axes if ax.has_data()]) == 2
+
+
+def test_settings_give_each_design_its_profile():
+    settings = claims.settings("full", [0, 1], steps=30)
+    assert settings["training"].steps == 30 and settings["training"].eval_every == 30
+    assert settings["cost"].steps == cost.FULL_STEPS and settings["cost"].seeds == (0, 1)
+    cost_claim = next(c for c in claims.CLAIMS if c.design == "cost")
+    with pytest.raises(ValueError, match="no profile for the design"):
+        claims.scores([cost_claim], {"training": settings["training"]}, "/nonexistent")
