@@ -96,13 +96,14 @@ def fixed_logprobs(
 def token_credit(
     task: Task, completions: list[str], answers: list[str], t: int, policy: Policy
 ) -> Tensor | None:
-    """The task's per-character credit as per-token rewards (N, T); character tokenizers only."""
+    """The task's per-character credit as per-token rewards (N, T) on the policy's device; character
+    tokenizers only."""
     if task.token_credit is None:
         return None
     if len(policy.tokenizer) > 256:
         raise ValueError("token-level task credit needs the embedded character tokenizer")
     rows = [(task.token_credit(c, a) + [0.0] * t)[:t] for c, a in zip(completions, answers)]
-    return torch.tensor(rows)
+    return torch.tensor(rows, device=next(policy.model.parameters()).device)
 
 
 def group_stats(rewards: Tensor, groups: Groups) -> dict[str, float]:
@@ -252,6 +253,10 @@ def sample_and_score(
     answers = [ex.answer for ex in examples for _ in range(group_size)]
     completions = decode(tok, rollout.completion_ids, rollout.completion_mask)
     rewards, per_func = score(reward_funcs, reward_weights, prompts, completions, answer=answers)  # (N,)
+    rewards, per_func = (
+        rewards.to(device),
+        {k: v.to(device) for k, v in per_func.items()},
+    )  # next to the masks
     if c.fault_reward_sigma or c.fault_reward_flip:
         low, high = task.reward_range
         rewards, fs = faults.reward_noise(rewards, group_size, c.fault_reward_sigma, c.fault_reward_flip,
