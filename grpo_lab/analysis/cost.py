@@ -41,6 +41,8 @@ SCHEMES = (
 """the named methods (presets) whose cost is measured"""
 SMOKE_SCHEMES = ("grpo", "dr_grpo")
 SMOKE_TRICKS = ("learnable_temperature", "temperature_noise")
+VAL_SIZE = 8
+"""validation prompts of a cost run (validation is outside the timed steps, and cost runs are not scored)"""
 RESTING_FILE = "cost.json"
 """written into a cost run's directory: the process memory before the run started (MB)"""
 PEAK_OVER_REST = "cost/peak_over_rest_mb"
@@ -60,15 +62,16 @@ TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 
 
 def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
-    """The cost study's profile: `FULL_STEPS` steps per run under the full profile; its seeds are the
-    interleaved rounds."""
-    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
+    """The cost study's profile: `FULL_STEPS` steps per run under the full profile, validated before
+    and after; its seeds are the interleaved rounds."""
+    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
+    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, eval_every=first.steps)
 
 
 def base_config(settings: profiles.Profile) -> Config:
     """GRPO on `arith` with the profile's steps, validated only before and after training (outside
     the timed steps) on a handful of prompts: cost runs are not scored."""
-    return preset("grpo", steps=settings.steps, eval_every=settings.steps, val_size=8, progress=False)
+    return preset("grpo", steps=settings.steps, eval_every=settings.steps, val_size=VAL_SIZE, progress=False)
 
 
 def points(
@@ -158,6 +161,15 @@ def _resting(path: Path) -> float:
     return float(json.loads(file.read_text())["resting_mb"]) if file.exists() else math.nan
 
 
+def _spaced(ticks: list[float], gap: float) -> list[float]:
+    """Ticks at least `gap` apart in log2 (1 always kept), so that their labels do not overlap."""
+    kept = [1.0]
+    for t in sorted(ticks, key=lambda t: abs(np.log2(t))):
+        if all(abs(np.log2(t / k)) >= gap for k in kept):
+            kept.append(t)
+    return sorted(kept)
+
+
 def timed(df: pd.DataFrame) -> pd.DataFrame:
     """The training steps that count for cost: every run's steps but its first (warm-up)."""
     return df[df["reward"].notna() & (df["step"] > 0)]
@@ -178,7 +190,8 @@ def multiples(df: pd.DataFrame, column: str = "time/step_s", confidence: float =
         raise ValueError(f"the cost design has no {BASELINE!r} run to compare against")
     reference = runs.loc[runs["label"] == BASELINE, column].to_numpy()
     rows = []
-    for label, group in runs.groupby("label", sort=False):
+    for label in dict.fromkeys(df["label"]):  # design order
+        group = runs[runs["label"] == label]
         point, lo, hi = effect_interval(group[column].to_numpy(), reference, "relative", confidence)
         rows.append({"label": label, "multiple": 1 + point, "lo": 1 + lo, "hi": 1 + hi, "n": len(group)})
     return pd.DataFrame(rows)
@@ -224,7 +237,7 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     left.axvline(1.0, color="0.3", ls="--", lw=1)
     left.set_xscale("log", base=2)
     low, high = min(s["lo"].min(), s["multiple"].min()), max(s["hi"].max(), s["multiple"].max())
-    ticks = [t for t in TICKS if low / 1.3 <= t <= high * 1.3]
+    ticks = _spaced([t for t in TICKS if low / 1.3 <= t <= high * 1.3], np.log2(high / low) / 8)
     left.set_xticks(ticks, [f"{t:g}" for t in ticks])
     left.minorticks_off()
     left.set_yticks(y, labels, fontsize=8)
