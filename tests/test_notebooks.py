@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ def test_papermill_smoke(notebook, tmp_path):
     import papermill
 
     out = tmp_path / notebook.name
+    started = time.time()
     papermill.execute_notebook(
         str(notebook), str(out), parameters={"profile": "smoke"}, cwd=str(ROOT), progress_bar=False
     )
@@ -34,6 +36,9 @@ def test_papermill_smoke(notebook, tmp_path):
         if o["output_type"] == "error"
     ]
     assert not errors
+    prefix = notebook.stem.split("_", 1)[0]
+    written = [p for p in (ROOT / "figures").glob(f"{prefix}_*_smoke.png") if p.stat().st_mtime >= started]
+    assert written, f"{notebook.name} wrote no figure under figures/ in the smoke profile"
 
 
 @pytest.mark.slow
