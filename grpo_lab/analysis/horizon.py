@@ -85,11 +85,11 @@ def peak_and_drop(
 def summarize(
     per_run: pd.DataFrame, columns: Sequence[str], by: str | Sequence[str], confidence: float = 0.95
 ) -> pd.DataFrame:
-    """Across the runs of each group of `by` in a per-run table: 'mean [lo, hi]' (t-interval) of
-    each of `columns`, and the number of runs."""
+    """Across the runs of each group of `by` in a per-run table (groups sorted): 'mean [lo, hi]'
+    (t-interval) of each of `columns`, and the number of runs."""
     keys = _keys(by)
     rows = []
-    for key, group in per_run.groupby(keys, sort=False):
+    for key, group in per_run.groupby(keys):
         row = dict(zip(keys, key))
         for column in columns:
             mean, lo, hi = mean_interval(group[column].to_numpy(dtype=float), confidence)

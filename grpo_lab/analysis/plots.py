@@ -252,7 +252,7 @@ def rule_heatmap(counts: pd.DataFrame, totals: Mapping[str, int], title: str = "
         return fig
     n = np.array([totals[c] for c in columns], dtype=float)
     share = counts.to_numpy(dtype=float) / np.maximum(n, 1.0)
-    fig, ax = plt.subplots(figsize=(1.6 + 0.62 * len(columns), 1.4 + 0.36 * max(len(counts), 1)))
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.6 + 0.62 * len(columns)), 1.8 + 0.36 * len(counts)))
     image = ax.imshow(share, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
     for (i, j), value in np.ndenumerate(counts.to_numpy()):
         ax.text(j, i, str(value), ha="center", va="center", fontsize=7,
@@ -260,7 +260,9 @@ def rule_heatmap(counts: pd.DataFrame, totals: Mapping[str, int], title: str = "
     ax.set_xticks(range(len(columns)), [f"{c} (n={totals[c]})" for c in columns], rotation=40, ha="right",
                   fontsize=7)  # fmt: skip
     ax.set_yticks(range(len(counts)), list(counts.index), fontsize=7)
-    fig.colorbar(image, ax=ax, label="share of the runs the rule fired on", fraction=0.04, pad=0.02)
+    ax.set_xlabel(str(counts.columns.name or ""))
+    ax.set_ylabel("diagnostic rule")
+    fig.colorbar(image, ax=ax, label="share of runs", fraction=0.04, pad=0.02)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
@@ -333,7 +335,7 @@ def correlation_scatter(
     """One dot per run of `per_run` (x against y), coloured by `hue`, with the rank correlations
     given (name -> `horizon.Correlation`) written in a box: rho, interval, p-value and runs."""
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
-    for key, g in per_run.groupby(hue, sort=False):
+    for key, g in per_run.groupby(hue):
         ax.scatter(g[x], g[y], s=28, label=str(key), alpha=0.85)
     lines = [f"{name}: rho = {c.rho:.2f} [{c.lo:.2f}, {c.hi:.2f}], p = {c.p:.3f}, n = {c.n}"
              for name, c in correlations.items()]  # fmt: skip
@@ -350,13 +352,15 @@ def correlation_scatter(
 
 def phase(df: pd.DataFrame, x: str, y: str, by: str, smooth: int = 10, title: str = "") -> plt.Figure:
     """The path of each group of `by` in the plane of two metrics over training: each run thin, the
-    across-seed mean bold (both smoothed over `smooth` logged steps), a circle at the start and a
-    square at the end."""
+    across-seed mean bold (both trailing means over `smooth` logged steps, or the shortest run's
+    length, drawn once the window is full), a circle at the start and a square at the end."""
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     data = df.dropna(subset=[x, y]).sort_values("step")
-    for key, group in data.groupby(by, sort=False):
+    window = min(smooth, int(data.groupby([by, "seed"]).size().min()))  # a window no run is shorter than
+    for key, group in data.groupby(by):
         runs = [
-            run[[x, y]].rolling(smooth, min_periods=1).mean().to_numpy() for _, run in group.groupby("seed")
+            run[[x, y]].rolling(window, min_periods=window).mean().dropna().to_numpy()
+            for _, run in group.groupby("seed")
         ]
         color = ax.plot([], [])[0].get_color()
         for path in runs:
@@ -368,7 +372,7 @@ def phase(df: pd.DataFrame, x: str, y: str, by: str, smooth: int = 10, title: st
         ax.plot(*mean[-1], "s", color=color, ms=6)
     ax.set_xlabel(f"{TITLES.get(x, x)} ({UNITS.get(x, '')})")
     ax.set_ylabel(f"{TITLES.get(y, y)} ({UNITS.get(y, '')})")
-    ax.set_title(f"{title} (circle: start, square: end; smoothed over {smooth} steps)".strip(), fontsize=10)
+    ax.set_title(f"{title} (circle: start, square: end; smoothed over {window} steps)".strip(), fontsize=10)
     ax.legend(title=by, fontsize=7, title_fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -132,4 +132,8 @@ def test_correlation_scatter_and_phase():
     fig = plots.phase(runs_frame({"a": 0.2, "b": 0.5}), "entropy", "reward", by="label", smooth=2)
     bold = [line for line in fig.axes[0].lines if line.get_linewidth() == 2.0]
     assert [line.get_label() for line in bold] == ["a", "b"]
-    assert bold[0].get_xdata()[0] == pytest.approx(1.0)  # starts at the first step's entropy
+    assert bold[0].get_xdata()[0] == pytest.approx(0.975)  # the first full window: steps 0 and 1
+    assert len(bold[0].get_xdata()) == 5  # 6 steps, drawn from the second on
+    short = plots.phase(runs_frame({"a": 0.2}, steps=3), "entropy", "reward", by="label", smooth=20)
+    assert len(short.axes[0].lines[1].get_xdata()) == 1  # runs shorter than the window: one window each
+    assert "smoothed over 3 steps" in short.axes[0].get_title()
