@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from grpo_lab import checkpoint, profiles
+from grpo_lab import checkpoint, profiles, studies
 from grpo_lab.analysis.stats import curve, mean_interval
 from grpo_lab.config import Config
 from grpo_lab.evaluation import encode_prompts
@@ -41,7 +41,6 @@ from grpo_lab.models.loading import Policy, load_policy
 from grpo_lab.models.logprobs import completion_logits
 from grpo_lab.models.sampler import Rollout, sample
 from grpo_lab.objective import kl_estimate
-from grpo_lab.presets import preset
 from grpo_lab.runlog import read_config
 from grpo_lab.tasks import Task, make_task
 
@@ -78,14 +77,7 @@ def study_config(settings: profiles.Profile, snapshots: int = SNAPSHOTS) -> Conf
     """Baseline GRPO (k3 in the loss) with a checkpoint every steps // snapshots steps (at least 1)."""
     if snapshots < 1:
         raise ValueError(f"snapshots must be >= 1, got {snapshots}")
-    return preset(
-        "grpo",
-        steps=settings.steps,
-        eval_every=settings.eval_every,
-        val_size=settings.val_size,
-        progress=False,
-        checkpoint_every=max(1, settings.steps // snapshots),
-    )
+    return studies.study_config(settings, "grpo", checkpoint_every=max(1, settings.steps // snapshots))
 
 
 class SnapshotKeeper:

@@ -18,7 +18,7 @@ from grpo_lab.analysis.stats import cliffs, sensitivity_table
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
-from grpo_lab.presets import preset
+from grpo_lab.studies import study_config
 
 FULL_STEPS = 75
 """steps per run of the short-run studies (06 and 09) under the full profile"""
@@ -33,13 +33,7 @@ def settings(profile: str, seeds: list[int] | None = None, steps: int | None = N
 
 def base_config(settings: profiles.Profile) -> Config:
     """GRPO on `arith` with the profile's steps, validation interval and validation size."""
-    return preset(
-        "grpo",
-        steps=settings.steps,
-        eval_every=settings.eval_every,
-        val_size=settings.val_size,
-        progress=False,
-    )
+    return study_config(settings, "grpo")
 
 
 @dataclass(frozen=True)
