@@ -307,17 +307,25 @@ def pool_throughput(
     runs: int, steps: int, model: str = "embedded", task: str = "arith", workers: int = 2
 ) -> dict:
     """Wall time of the same sweep (the `grpo` preset, `runs` seeds of `steps` steps with the preset's
-    own validation) with one worker and with the local pool of `workers`."""
-    from grpo_lab.experiments.execution import execute
+    own validation) on one worker (one process, one torch thread, like each pool worker) and on the
+    local pool of `workers`; also on one process with all of torch's threads, for comparison."""
+    from grpo_lab.experiments.execution import execute, one_thread_here
 
     configs = [
         preset("grpo", model=model, task=task, steps=steps, seed=s, progress=False) for s in range(runs)
     ]
+    threads = torch.get_num_threads()
+    setups = {
+        "one_worker_s": (1, one_thread_here),
+        "pool_s": (workers, contextlib.nullcontext),
+        f"one_process_{threads}_threads_s": (1, contextlib.nullcontext),
+    }
     seconds = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, n in (("one_worker_s", 1), ("pool_s", workers)):
+        for label, (n, setting) in setups.items():
             start = time.perf_counter()
-            outcomes = execute(configs, Path(tmp) / label, workers=n, progress=False)
+            with setting():
+                outcomes = execute(configs, Path(tmp) / label, workers=n, progress=False)
             seconds[label] = time.perf_counter() - start
             failed = [o.error for o in outcomes.values() if o.status == "failed"]
             if failed:
@@ -326,6 +334,7 @@ def pool_throughput(
         "runs": runs,
         "steps": steps,
         "workers": workers,
+        "threads": threads,
         **seconds,
         "speedup": seconds["one_worker_s"] / seconds["pool_s"],
     }
@@ -461,10 +470,12 @@ def format_report(report: dict) -> str:
         lines.append(f"beta {r['beta']:.2f} phases (s): grpo_lab {ours}; bare {bare}")
     if "pool" in report:
         p = report["pool"]
+        threaded = p[f"one_process_{p['threads']}_threads_s"]
         lines += [
             "",
-            f"pool: {p['runs']} runs of {p['steps']} steps: one worker {p['one_worker_s']:.1f} s, "
-            f"{p['workers']} workers {p['pool_s']:.1f} s, speed-up {p['speedup']:.2f}",
+            f"sweep of {p['runs']} runs x {p['steps']} steps: one worker (1 thread) "
+            f"{p['one_worker_s']:.1f} s, pool of {p['workers']} workers {p['pool_s']:.1f} s, "
+            f"speed-up {p['speedup']:.2f} (one process with {p['threads']} threads: {threaded:.1f} s)",
         ]
     lines.append("")
     for name, t in report["targets"].items():

@@ -123,6 +123,21 @@ class _Lean:
         return self.lm.lm_head(self.lm.model.norm(hidden)).float()
 
 
+def _rms_norm(x: Tensor, norm: nn.Module) -> Tensor:
+    """The model's RMSNorm module as one fused op: normalized in float32, cast back, then scaled."""
+    return norm.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=norm.variance_epsilon).to(x.dtype)
+
+
+def _decode_attention(q: Tensor, keys: Tensor, values: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """Attention of one new token per row: q (N, hq, 1, D) over keys, values (N, hk, L, D) with the
+    additive mask bias (N, 1, 1, L). Grouped-query heads share their key head without copies."""
+    n, hq, _, d = q.shape
+    grouped = q.reshape(n, keys.shape[1], hq // keys.shape[1], d)  # (N, hk, hq / hk, D)
+    scores = torch.matmul(grouped, keys.transpose(-1, -2)) * scale + bias  # (N, hk, hq / hk, L)
+    out = torch.matmul(scores.softmax(-1, dtype=torch.float32).to(values.dtype), values)  # (N, hk, g, D)
+    return out.reshape(n, 1, hq * d)
+
+
 class LeanDecoder:
     """Prefill and decode steps of one sampling call: `n` rows, at most `length` tokens each
     (prompt + completion), keys and values in a cache allocated at the prefill."""
@@ -133,6 +148,10 @@ class LeanDecoder:
         self.keys: list[Tensor] = []
         self.values: list[Tensor] = []
         self.valid: Tensor | None = None  # (N, length) the cache slots a token may attend to
+        self.bias: Tensor | None = None  # (N, 1, 1, length) 0 where valid, -inf elsewhere
+        # the model's rotary embedding of every position a row can reach, looked up at each step
+        cos, sin = self.net.rotary(torch.arange(length, device=self.net.lm.device)[None])
+        self.cos, self.sin = cos[0, 0], sin[0, 0]  # (length, D)
 
     def prefill(self, ids: Tensor, mask: Tensor, pos: Tensor, repeats: int) -> Tensor:
         """Distinct left-padded prompts ids, mask, pos (B, P), each the prompt of `repeats`
@@ -153,35 +172,44 @@ class LeanDecoder:
             self.values[i][:, :, :p] = v.repeat_interleave(repeats, dim=0)
         self.valid = torch.zeros(self.n, self.length, dtype=torch.bool, device=ids.device)
         self.valid[:, :p] = mask.bool().repeat_interleave(repeats, dim=0)
+        self.bias = torch.zeros(self.n, 1, 1, self.length, device=ids.device)
+        self.bias[:, 0, 0, :p].masked_fill_(~self.valid[:, :p], -torch.inf)
         self.filled = p
         return self.net.logits(x[:, -1]).repeat_interleave(repeats, dim=0)  # (N, V)
 
     def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
         """One new token per row tok (N,) at positions pos (N, 1); `alive` (N,) is False on rows that
         already ended (their token is padding: it attends, but nothing attends to it). Logits (N, V)."""
-        slot = self.filled
+        slot, n, d = self.filled, self.n, self.net.head_dim
         self.valid[:, slot] = alive
-        attend = self.valid[:, None, None, : slot + 1]  # (N, 1, 1, slot + 1)
-        rope = self.net.rotary(pos)
+        self.bias[:, 0, 0, slot] = torch.where(alive, 0.0, -torch.inf)
+        bias = self.bias[..., : slot + 1]  # (N, 1, 1, slot + 1)
+        cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # (N, 1, 1, D)
         x = self.net.lm.model.embed_tokens(tok[:, None])  # (N, 1, H)
         for i in range(len(self.keys)):
             layer = self.net.lm.model.layers[i]
-            attn, d = layer.self_attn, self.net.head_dim
-            y = layer.input_layernorm(x)
-            q = attn.q_proj(y).view(self.n, 1, -1, d).transpose(1, 2)  # (N, hq, 1, D)
-            k = attn.k_proj(y).view(self.n, 1, -1, d).transpose(1, 2)  # (N, hk, 1, D)
-            self.keys[i][:, :, slot : slot + 1] = _rope(k, *rope)
-            self.values[i][:, :, slot : slot + 1] = attn.v_proj(y).view(self.n, 1, -1, d).transpose(1, 2)
-            out = F.scaled_dot_product_attention(
-                _rope(q, *rope),
+            attn = layer.self_attn
+            y = _rms_norm(x, layer.input_layernorm)
+            q = attn.q_proj(y).view(n, 1, -1, d).transpose(1, 2)  # (N, hq, 1, D)
+            k = attn.k_proj(y).view(n, 1, -1, d).transpose(1, 2)  # (N, hk, 1, D)
+            self.keys[i][:, :, slot : slot + 1] = _rope(k, cos, sin)
+            self.values[i][:, :, slot : slot + 1] = attn.v_proj(y).view(n, 1, -1, d).transpose(1, 2)
+            q, keys, values = (
+                _rope(q, cos, sin),
                 self.keys[i][:, :, : slot + 1],
                 self.values[i][:, :, : slot + 1],
-                attn_mask=attend,
-                scale=attn.scaling,
-                enable_gqa=self.net.gqa,
-            )  # (N, hq, 1, D)
-            x = x + attn.o_proj(out.transpose(1, 2).reshape(self.n, 1, -1))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            )
+            if x.is_cuda:  # a fused kernel; on CPU the plain matmuls are faster for one query
+                attend = self.valid[:, None, None, : slot + 1]  # (N, 1, 1, slot + 1), whatever the dtype
+                out = F.scaled_dot_product_attention(
+                    q, keys, values, attn_mask=attend, scale=attn.scaling, enable_gqa=self.net.gqa
+                ).transpose(1, 2).reshape(n, 1, -1)  # fmt: skip
+            else:
+                out = _decode_attention(q, keys, values, bias, attn.scaling)  # (N, 1, hq x D)
+            x = x + attn.o_proj(out)
+            mlp = layer.mlp
+            y = _rms_norm(x, layer.post_attention_layernorm)
+            x = x + mlp.down_proj(mlp.act_fn(mlp.gate_proj(y)) * mlp.up_proj(y))
         self.filled = slot + 1
         return self.net.logits(x[:, -1])  # (N, V)
 
