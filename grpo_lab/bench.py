@@ -9,8 +9,8 @@ model, prompts, group size, completion length and number of updates.
 
 The three run in interleaved rounds (load from other jobs spreads over all of them); each reports
 the median time between consecutive steps after a warm-up step, so model loading, validation and
-trainer set-up are never counted. With `pool_runs`, the same small sweep is also run with one
-worker and with the local pool, and their wall times compared.
+trainer set-up are never counted. With `pool_runs`, a small sweep (on the embedded model by default)
+is also run with one worker and with the local pool, and their wall times compared.
 
 A benchmark, not a test: the figures depend on the machine and on what else it runs."""
 
@@ -307,19 +307,16 @@ def pool_throughput(
     runs: int, steps: int, model: str = "embedded", task: str = "arith", workers: int = 2
 ) -> dict:
     """Wall time of the same sweep (the `grpo` preset, `runs` seeds of `steps` steps with the preset's
-    own validation) on one worker (one process, one torch thread, like each pool worker) and on the
-    local pool of `workers`; also on one process with all of torch's threads, for comparison."""
+    own validation) on one worker (this process, one torch thread, like each pool worker) and on the
+    local pool of `workers`: first as a fresh process's first pool (its workers start from scratch),
+    then again (the fork server that starts them is up)."""
     from grpo_lab.experiments.execution import execute, one_thread_here
 
     configs = [
         preset("grpo", model=model, task=task, steps=steps, seed=s, progress=False) for s in range(runs)
     ]
-    threads = torch.get_num_threads()
-    setups = {
-        "one_worker_s": (1, one_thread_here),
-        "pool_s": (workers, contextlib.nullcontext),
-        f"one_process_{threads}_threads_s": (1, contextlib.nullcontext),
-    }
+    setups = {"one_worker_s": (1, one_thread_here), "pool_s": (workers, contextlib.nullcontext)}
+    setups["pool_warm_s"] = setups["pool_s"]
     seconds = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, (n, setting) in setups.items():
@@ -331,12 +328,13 @@ def pool_throughput(
             if failed:
                 raise RuntimeError(f"the pool benchmark's runs failed: {failed[0]}")
     return {
+        "model": model,
         "runs": runs,
         "steps": steps,
         "workers": workers,
-        "threads": threads,
         **seconds,
         "speedup": seconds["one_worker_s"] / seconds["pool_s"],
+        "speedup_warm": seconds["one_worker_s"] / seconds["pool_warm_s"],
     }
 
 
@@ -354,7 +352,8 @@ def bench(
     completion_length: int = 24,
     trl: bool = True,
     pool_runs: int = 0,
-    pool_steps: int = 10,
+    pool_steps: int = 40,
+    pool_model: str = "embedded",
     threads: int = 0,
 ) -> dict:
     """Measure and return every figure (see the module doc); `force_length` None: on for '4m' only.
@@ -408,7 +407,8 @@ def bench(
         "environment": _environment(),
     }
     if pool_runs:
-        report["pool"] = pool_throughput(pool_runs, pool_steps, model_path(work), work.task)
+        pool_work = dataclasses.replace(work, model=pool_model)
+        report["pool"] = pool_throughput(pool_runs, pool_steps, model_path(pool_work), work.task)
     report["targets"] = targets(report)
     return report
 
@@ -470,12 +470,11 @@ def format_report(report: dict) -> str:
         lines.append(f"beta {r['beta']:.2f} phases (s): grpo_lab {ours}; bare {bare}")
     if "pool" in report:
         p = report["pool"]
-        threaded = p[f"one_process_{p['threads']}_threads_s"]
         lines += [
             "",
-            f"sweep of {p['runs']} runs x {p['steps']} steps: one worker (1 thread) "
-            f"{p['one_worker_s']:.1f} s, pool of {p['workers']} workers {p['pool_s']:.1f} s, "
-            f"speed-up {p['speedup']:.2f} (one process with {p['threads']} threads: {threaded:.1f} s)",
+            f"sweep of {p['runs']} runs x {p['steps']} steps ({p['model']}): one worker (1 thread) "
+            f"{p['one_worker_s']:.1f} s; pool of {p['workers']} {p['pool_s']:.1f} s (speed-up "
+            f"{p['speedup']:.2f}); again, fork server up, {p['pool_warm_s']:.1f} s ({p['speedup_warm']:.2f})",
         ]
     lines.append("")
     for name, t in report["targets"].items():

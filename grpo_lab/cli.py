@@ -69,6 +69,7 @@ def _bench(args: argparse.Namespace) -> int:
         trl=not args.no_trl,
         pool_runs=args.pool_runs,
         pool_steps=args.pool_steps,
+        pool_model=args.pool_model,
         threads=args.threads,
     )
     print(format_report(report))
@@ -119,9 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="completions end at EOS (default for embedded and paths)")  # fmt: skip
     b.add_argument("--no-trl", action="store_true", help="leave TRL out even when it is installed")
     b.add_argument(
-        "--pool-runs", type=int, default=0, help="also time a sweep of this many runs, 1 vs 2 workers"
+        "--pool-runs", type=int, default=9, help="runs of the sweep timed on 1 and 2 workers (0: none)"
     )
-    b.add_argument("--pool-steps", type=int, default=10, help="steps of each pool-benchmark run")
+    b.add_argument("--pool-steps", type=int, default=40, help="steps of each run of that sweep")
+    b.add_argument("--pool-model", default="embedded", help="the model of that sweep")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     b.add_argument("--json", default=None, help="also write the figures to this JSON file")
     b.set_defaults(fn=_bench)

@@ -1,16 +1,23 @@
-"""`grpo-lab bench` runs end to end and writes its figures; a benchmark, so no timing is asserted."""
+"""`grpo-lab bench` runs end to end and writes its figures (a benchmark, so no timing is asserted);
+the local pool whose speed-up it measures survives a worker that dies."""
 
 import json
 import math
+import multiprocessing
+import os
 import runpy
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from grpo_lab.bench import bench, format_report, step_seconds
 from grpo_lab.cli import main
+from grpo_lab.experiments.execution import execute
+from grpo_lab.experiments.store import read_error, run_dir
 
-TINY = ["--steps", "2", "--rounds", "1", "--warmup", "0", "--completion-length", "6"]
+TINY = ["--steps", "2", "--rounds", "1", "--warmup", "0", "--completion-length", "6", "--pool-runs", "0"]
 
 
 def test_cli_bench_writes_json(tiny_model_path, tmp_path, capsys):
@@ -51,13 +58,14 @@ def test_forced_length_is_the_same_work_everywhere(tiny_model_path):
     assert "TRL/ours" in format_report(report)
 
 
-@pytest.mark.slow
 def test_pool_figures(tiny_model_path):
     report = bench(model=tiny_model_path, steps=2, rounds=1, warmup=0, betas=(0.0,), trl=False,
-                   completion_length=4, pool_runs=2, pool_steps=2)  # fmt: skip
+                   completion_length=4, pool_runs=2, pool_steps=2, pool_model=tiny_model_path)  # fmt: skip
     pool = report["pool"]
-    assert pool["one_worker_s"] > 0 and pool["pool_s"] > 0 and pool["runs"] == 2
+    assert pool["model"] == tiny_model_path and pool["runs"] == 2
+    assert pool["one_worker_s"] > 0 and pool["pool_s"] > 0 and pool["pool_warm_s"] > 0
     assert pool["speedup"] == pytest.approx(pool["one_worker_s"] / pool["pool_s"])
+    assert "fork server up" in format_report(report)
     assert report["targets"]["pool_speedup"]["met"] == (pool["speedup"] >= 1.7)
 
 
@@ -77,3 +85,37 @@ def test_gpu_check_smoke_on_cpu(tiny_model_path, tmp_path, monkeypatch, capsys):
     assert result["steps_per_s"] > 0 and result["forward_passes"] == 2  # policy + reference, no other
     assert math.isnan(result["peak_gib"]) and result["peak_rss_mb"] > 0
     assert "steps/s" in capsys.readouterr().out
+
+
+class _DieInAWorker:
+    """Trainer callback: in a pool worker, die at the first step (after leaving a marker); in the
+    main process, hold the first run until a worker has died, so that one always gets a run."""
+
+    def __init__(self, root: Path) -> None:
+        self.marker = root / "worker-died"
+
+    def on_step(self, step: int, row: dict) -> None:
+        if multiprocessing.current_process().name != "MainProcess":
+            self.marker.write_text("dying")
+            os._exit(3)
+        deadline = time.monotonic() + 300
+        while not self.marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def on_end(self, summary: dict) -> None:
+        pass
+
+
+def die_in_a_worker(config, path: Path) -> list:
+    return [_DieInAWorker(path.parent)]
+
+
+def test_a_worker_that_dies_is_a_recorded_failure_and_the_sweep_goes_on(tiny_config, tmp_path):
+    configs = [tiny_config(seed=s, steps=1) for s in range(3)]
+    outcomes = execute(configs, tmp_path, workers=2, progress=False, callbacks_factory=die_in_a_worker)
+    statuses = sorted(o.status for o in outcomes.values())
+    assert statuses == ["failed", "trained", "trained"]
+    (failed,) = [o for o in outcomes.values() if o.status == "failed"]
+    assert "the worker process died (exit code 3)" in failed.error
+    config = next(c for c in configs if c.key() == failed.key)
+    assert "died" in read_error(run_dir(config, tmp_path))["message"]

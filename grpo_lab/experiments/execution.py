@@ -2,11 +2,15 @@
 (`workers=1`), in a local process pool (default: one worker per core), or on Ray (one task per run,
 on an existing cluster or a local Ray started on demand). Failures are recorded and the rest goes on.
 
-The local pool counts this process as one of its workers: a spawned worker spends seconds of CPU
-importing torch and transformers before its first run, and with few cores and short runs that
-start-up is what separates the pool from a perfect speed-up. This process, which has paid it
-already, trains from the first second while the others start, and every worker (this one included)
-takes the next pending run as soon as it is free, so the runs left at the end are spread too."""
+The local pool counts this process as one of its workers. A spawned worker spends seconds of CPU
+importing torch and transformers before it can train, and with few cores and short runs that
+start-up is what separated the pool from a perfect speed-up (9 short runs on 2 cores: 1.41x). This
+process, which has paid it already, trains from the first second; a spawned worker asks for its
+first run only once its imports are done, so no run waits on a worker that is still starting, and
+workers still starting when nothing is left are stopped instead of waited for. Where the platform
+has it, workers are forked from multiprocessing's fork server, which imports the trainer once (the
+first time a pool starts in this process) and then starts every worker of every later sweep in an
+instant; it never trains, so the forks inherit no thread pools."""
 
 import collections
 import contextlib
@@ -15,7 +19,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -98,51 +101,112 @@ def execute(
     return outcomes
 
 
+def _serve(index: int, runs, messages, root: Path, callbacks_factory: CallbacksFactory | None) -> None:
+    """A spawned pool worker: import the trainer first, then train the runs it is sent (None: stop),
+    reporting (index, None) when ready and (index, outcome) after each run."""
+    single_thread()
+    import grpo_lab.trainer  # noqa: F401  the start-up cost, paid before asking for a run
+
+    messages.put((index, None))
+    while (config := runs.get()) is not None:
+        messages.put((index, attempt(config, root, callbacks_factory)))
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """The fork server, preloaded with the trainer, where the platform has one; else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["grpo_lab.trainer"])
+    return context
+
+
 def _in_pool(
     configs: list[Config], root: Path, workers: int, callbacks_factory: CallbacksFactory | None
 ) -> Iterator[Outcome]:
-    """Runs shared by this process and `workers - 1` spawned ones, taken in the order given."""
+    """Runs shared by this process and `workers - 1` started ones, each taking the next pending run
+    when it is free (see the module doc). A background thread starts the workers (the fork server's
+    first start blocks until it has imported the trainer), answers each ready worker with a run or
+    a stop, and records the run of a worker that dies; this thread trains meanwhile."""
     pending = collections.deque(configs)
-    lock = threading.Lock()
-    done: queue.SimpleQueue = queue.SimpleQueue()  # outcomes of the spawned workers' runs
+    changed = threading.Condition()  # guards pending, in_flight and closing
+    in_flight = [0]  # runs handed to started workers whose outcome has not come back
+    closing = threading.Event()  # set once this process takes no more runs
+    done: queue.SimpleQueue = queue.SimpleQueue()  # outcomes of the started workers' runs
+    context = _context()
+    messages = context.Queue()
+    inboxes = [context.SimpleQueue() for _ in range(workers - 1)]
+    procs = [
+        context.Process(target=_serve, args=(i, inbox, messages, root, callbacks_factory), daemon=True)
+        for i, inbox in enumerate(inboxes)
+    ]
 
-    def take() -> Config | None:
-        with lock:
-            return pending.popleft() if pending else None
+    def take(count: bool) -> Config | None:
+        """The next pending run (counted in flight when it goes to a started worker)."""
+        with changed:
+            if not pending:
+                return None
+            in_flight[0] += count
+            return pending.popleft()
 
-    def feed(pool: ProcessPoolExecutor) -> None:
-        """Keep each spawned worker busy with one run until none is pending."""
-        running = {}
-        while True:
-            while len(running) < workers - 1 and (config := take()) is not None:
-                try:
-                    running[pool.submit(attempt, config, root, callbacks_factory)] = config
-                except Exception as err:  # a worker died and broke the pool: the run is a failure
-                    done.put(Outcome(config.key(), "failed", write_error(run_dir(config, root), err)))
-            if not running:
-                return
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                done.put(_outcome(future.result, running.pop(future), root))
+    def finish(outcome: Outcome) -> None:
+        done.put(outcome)
+        with changed:
+            in_flight[0] -= 1
+            changed.notify_all()
 
-    def drain() -> Iterator[Outcome]:
-        while not done.empty():
-            yield done.get()
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers - 1, mp_context=context, initializer=single_thread) as pool:
-        feeder = threading.Thread(target=feed, args=(pool,), daemon=True)
-        feeder.start()
+    def feed() -> None:
+        started: dict[int, multiprocessing.process.BaseProcess] = {}
+        running: dict[int, Config] = {}
+        stopped: set[int] = set()
         try:
-            with one_thread_here():
-                while (config := take()) is not None:
-                    yield attempt(config, root, callbacks_factory)
-                    yield from drain()
+            for index, proc in enumerate(procs):
+                if closing.is_set() and not pending:
+                    break
+                proc.start()
+                started[index] = proc
+            while not (closing.is_set() and not pending and not running):
+                try:
+                    index, outcome = messages.get(timeout=0.2)
+                except queue.Empty:
+                    for index, proc in started.items():
+                        if proc.exitcode is not None and index in running:  # killed, out of memory
+                            config = running.pop(index)
+                            error = RuntimeError(f"the worker process died (exit code {proc.exitcode})")
+                            finish(Outcome(config.key(), "failed", write_error(run_dir(config, root), error)))
+                            stopped.add(index)
+                    continue
+                if outcome is not None:
+                    del running[index]
+                    finish(outcome)
+                config = take(count=True)
+                inboxes[index].put(config)  # None: nothing left, the worker stops
+                if config is None:
+                    stopped.add(index)
+                else:
+                    running[index] = config
         finally:
-            with lock:
-                pending.clear()  # interrupted: start nothing new, let the running runs finish
-            feeder.join()
-    yield from drain()
+            for config in running.values():  # only if this thread itself failed
+                finish(Outcome(config.key(), "failed", "the pool's dispatcher thread failed"))
+            for index, proc in started.items():
+                if index not in stopped:  # still starting, or failed: nothing left for it
+                    proc.terminate()
+                proc.join()
+
+    threading.Thread(target=feed, daemon=True).start()
+    try:
+        with one_thread_here():
+            while (config := take(count=False)) is not None:
+                yield attempt(config, root, callbacks_factory)
+                while not done.empty():
+                    yield done.get()
+    finally:
+        with changed:
+            pending.clear()  # interrupted: start nothing new, let the runs under way finish
+            closing.set()
+            changed.wait_for(lambda: in_flight[0] == 0)  # workers still starting are not waited for
+    while not done.empty():
+        yield done.get()
 
 
 def _on_ray(
