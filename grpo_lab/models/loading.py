@@ -54,8 +54,11 @@ def load_policy(
     lora_r: int = 8,
     lora_alpha: float = 16.0,
     need_reference: bool = True,
+    activation_checkpointing: bool = False,
 ) -> Policy:
-    """Everything is loaded through `from_pretrained`, the embedded model included."""
+    """Everything is loaded through `from_pretrained`, the embedded model included.
+    `activation_checkpointing` recomputes each decoder layer in the backward instead of keeping its
+    activations (less memory, one more forward's compute; the lean forward honours it too)."""
     hf_logging.disable_progress_bar()
     path = resolve_model_path(model, task, digits)
     try:
@@ -76,5 +79,7 @@ def load_policy(
         net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules="all-linear"))
     elif need_reference:
         reference = copy.deepcopy(net).eval().requires_grad_(False)
+    if activation_checkpointing:  # non-reentrant: a LoRA model's frozen inputs need nothing more
+        net.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     net.train()
     return Policy(model=net, tokenizer=tokenizer, reference=reference, lora=lora)

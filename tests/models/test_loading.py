@@ -73,3 +73,17 @@ def test_loads_the_tiny_model(tiny_model_path):
     p = next(policy.model.parameters())
     assert p.dtype == torch.float32 and p.device.type == "cpu"
     assert policy.tokenizer.pad_token_id != policy.tokenizer.eos_token_id
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_activation_checkpointing_is_switched_on(tiny_model_path, lora):
+    plain = load_policy(tiny_model_path, "arith", None, CPU, lora=lora, need_reference=False)
+    policy = load_policy(tiny_model_path, "arith", None, CPU, lora=lora, activation_checkpointing=True)
+    assert not plain.model.is_activation_checkpointing
+    assert policy.model.is_activation_checkpointing
+    assert (
+        lora or not policy.reference.is_activation_checkpointing
+    )  # the frozen reference keeps its activations
+    x = torch.tensor([[13, 14, 15, 16]])
+    policy.model(input_ids=x).logits.square().mean().backward()  # gradients reach the trainable weights
+    assert all(p.grad is not None for p in policy.model.parameters() if p.requires_grad)
