@@ -88,32 +88,48 @@ class _Lean:
         self.gqa = cfg.num_attention_heads != cfg.num_key_value_heads
 
     def rotary(self, pos: Tensor) -> tuple[Tensor, Tensor]:
-        """The model's own cos and sin at positions pos (N, S): (N, 1, S, D) each."""
+        """The model's own cos and sin at positions pos (..., S): (..., S, D) each."""
         embed = self.lm.model.embed_tokens.weight
-        cos, sin = self.lm.model.rotary_emb(embed[:1, None], pos)  # (N, S, D); dtype of the embeddings
-        return cos[:, None], sin[:, None]
+        flat = pos.reshape(1, -1)
+        cos, sin = self.lm.model.rotary_emb(embed[:1, None], flat)  # (1, S', D); dtype of the embeddings
+        return cos.view(*pos.shape, -1), sin.view(*pos.shape, -1)
 
     def layer(
         self,
         i: int,
         x: Tensor,
         rope: tuple[Tensor, Tensor],
-        attend: Tensor,
-        past: tuple[Tensor, Tensor] | None,
+        prompts: tuple[int, int, Tensor],
+        completions: tuple[int, int, Tensor, Tensor] | None,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Decoder layer `i` on new tokens x (N, S, H), attending (mask `attend` (N, 1, S, K)) to the
-        keys and values `past` (N, h, K - S, D) (None: only the new ones) followed by the new ones.
-        Returns the new hidden states and the new tokens' keys and values (N, h, S, D)."""
+        """Decoder layer `i` on a flat batch of tokens x (L, H) with their rotary cos, sin (L, 1, D):
+        first `prompts` = (U, P, attend (U, 1, P, P)), U prompts of P tokens each, then optionally
+        `completions` = (N, S, attend (N, 1, S, P + S), rows (N,)), N continuations of S tokens, the
+        n-th attending to the keys and values of prompt rows[n] followed by its own. The norms,
+        projections and MLP run once over all L tokens; only the attention is split by block.
+        Returns the new x (L, H) and the prompts' keys and values (U, hk, P, D)."""
         layer = self.lm.model.layers[i]
-        attn, (n, s, _), d = layer.self_attn, x.shape, self.head_dim
+        attn, d, (u, p, attend) = layer.self_attn, self.head_dim, prompts
         y = layer.input_layernorm(x)
-        q = attn.q_proj(y).view(n, s, -1, d).transpose(1, 2)  # (N, hq, S, D)
-        k = attn.k_proj(y).view(n, s, -1, d).transpose(1, 2)  # (N, hk, S, D)
-        v = attn.v_proj(y).view(n, s, -1, d).transpose(1, 2)
-        q, k = _rope(q, *rope), _rope(k, *rope)
-        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 2), torch.cat([past[1], v], 2))
-        x = x + attn.o_proj(_attention(q, keys, values, attend, attn.scaling))
-        return x + layer.mlp(layer.post_attention_layernorm(x)), k, v
+        q = _rope(attn.q_proj(y).view(len(x), -1, d), *rope)  # (L, hq, D)
+        k = _rope(attn.k_proj(y).view(len(x), -1, d), *rope)  # (L, hk, D)
+        v = attn.v_proj(y).view(len(x), -1, d)
+
+        def heads(t: Tensor, rows: int, length: int) -> Tensor:
+            return t.view(rows, length, -1, d).transpose(1, 2)  # (rows, h, length, D)
+
+        up = u * p
+        k_prompt, v_prompt = heads(k[:up], u, p), heads(v[:up], u, p)
+        out = _attention(heads(q[:up], u, p), k_prompt, v_prompt, attend, attn.scaling).reshape(up, -1)
+        if completions is not None:
+            n, c, attend, rows = completions
+            keys = torch.cat([k_prompt[rows], heads(k[up:], n, c)], 2)  # (N, hk, P + S, D)
+            values = torch.cat([v_prompt[rows], heads(v[up:], n, c)], 2)
+            out = torch.cat(
+                [out, _attention(heads(q[up:], n, c), keys, values, attend, attn.scaling).reshape(n * c, -1)]
+            )
+        x = x + attn.o_proj(out)
+        return x + layer.mlp(layer.post_attention_layernorm(x)), k_prompt, v_prompt
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Final norm and LM head: hidden (..., H) -> float logits (..., V)."""
@@ -157,21 +173,18 @@ class LeanDecoder:
         self.values: list[Tensor] = []
         self.valid: Tensor | None = None  # (N, length) the cache slots a token may attend to
         # the model's rotary embedding of every position a row can reach, looked up at each step
-        cos, sin = self.net.rotary(torch.arange(length, device=self.net.lm.device)[None])
-        self.cos, self.sin = cos[0, 0], sin[0, 0]  # (length, D)
+        self.cos, self.sin = self.net.rotary(torch.arange(length, device=self.net.lm.device))  # (length, D)
 
     def prefill(self, ids: Tensor, mask: Tensor, pos: Tensor, repeats: int) -> Tensor:
         """Distinct left-padded prompts ids, mask, pos (B, P), each the prompt of `repeats`
         consecutive rows: runs each once and gives its cache to all its rows. Logits (B x repeats, V)."""
         b, p = ids.shape
-        slots = torch.arange(p, device=ids.device)
-        causal = slots[None, :] <= slots[:, None]  # (P, P)
-        # a padding query sees only itself: finite values in a cache slot nothing attends to
-        attend = (causal & mask.bool()[:, None, :]) | torch.eye(p, dtype=torch.bool, device=ids.device)
-        rope = self.net.rotary(pos)
-        x = self.net.lm.model.embed_tokens(ids)  # (B, P, H)
+        cos, sin = self.net.rotary(pos)  # (B, P, D)
+        rope = cos.reshape(b * p, 1, -1), sin.reshape(b * p, 1, -1)
+        x = self.net.lm.model.embed_tokens(ids.reshape(-1))  # (B P, H)
+        prompts = (b, p, _prompt_attention_mask(mask)[:, None])
         for i in range(len(self.net.lm.model.layers)):
-            x, k, v = self.net.layer(i, x, rope, attend[:, None], None)
+            x, k, v = self.net.layer(i, x, rope, prompts, None)  # keys, values (B, hk, P, D)
             shape = (self.n, k.shape[1], self.length, k.shape[-1])
             self.keys.append(k.new_empty(shape))
             self.values.append(v.new_empty(shape))
@@ -180,7 +193,7 @@ class LeanDecoder:
         self.valid = torch.zeros(self.n, self.length, dtype=torch.bool, device=ids.device)
         self.valid[:, :p] = mask.bool().repeat_interleave(repeats, dim=0)
         self.filled = p
-        return self.net.logits(x[:, -1]).repeat_interleave(repeats, dim=0)  # (N, V)
+        return self.net.logits(x.view(b, p, -1)[:, -1]).repeat_interleave(repeats, dim=0)  # (N, V)
 
     def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
         """One new token per row tok (N,) at positions pos (N, 1); `alive` (N,) is False on rows that
@@ -207,6 +220,14 @@ class LeanDecoder:
         return self.net.logits(x[:, -1])  # (N, V)
 
 
+def _prompt_attention_mask(mask: Tensor) -> Tensor:
+    """Which tokens each token of left-padded prompts mask (U, P) attends to: (U, P, P). A padding
+    token attends only to itself, so its (never attended) keys and values stay finite."""
+    p = mask.shape[1]
+    causal = torch.ones(p, p, dtype=torch.bool, device=mask.device).tril()  # (P, P)
+    return (causal & mask.bool()[:, None, :]) | torch.eye(p, dtype=torch.bool, device=mask.device)
+
+
 def shared_prompt_logits(
     model: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor, completion_mask: Tensor
 ) -> Tensor:
@@ -214,12 +235,10 @@ def shared_prompt_logits(
     left-padded prompt (rows of prompt_ids, prompt_mask (N, P)) is run once; completion tokens after
     the end (completion_mask (N, T) 0) are masked from attention, as in the transformers forward."""
     net = _Lean(model)
-    p, t, device = prompt_ids.shape[1], completion_ids.shape[1], prompt_ids.device
+    n, p, t, device = len(prompt_ids), prompt_ids.shape[1], completion_ids.shape[1], prompt_ids.device
     distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask.long()], 1), dim=0, return_inverse=True)
-    ids, mask = distinct[:, :p], distinct[:, p:].bool()  # (U, P)
-    causal = torch.ones(p, p, dtype=torch.bool, device=device).tril()  # (P, P)
-    attend = (causal & mask[:, None, :]) | torch.eye(p, dtype=torch.bool, device=device)  # (U, P, P)
-    prompt_pos = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (U, P), as sampler.positions
+    ids, mask = distinct[:, :p], distinct[:, p:]  # (U, P)
+    prompt_pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (U, P), as sampler.positions
     # the completion tokens that predict a next one (all but the last), at the positions that follow
     comp_ids, comp_valid = completion_ids[:, : t - 1], completion_mask[:, : t - 1].bool()  # (N, T-1)
     comp_pos = prompt_pos[rows, -1:] + 1 + (comp_valid.long().cumsum(-1) - 1).clamp(min=0)  # (N, T-1)
@@ -227,20 +246,20 @@ def shared_prompt_logits(
     comp_attend = torch.cat(
         [prompt_mask.bool()[:, None, :].expand(-1, t - 1, -1), comp_causal & comp_valid[:, None, :]], dim=2
     )[:, None]  # (N, 1, T-1, P+T-1)
-    prompt_rope, comp_rope = net.rotary(prompt_pos), net.rotary(comp_pos)
-    x = net.lm.model.embed_tokens(ids)  # (U, P, H)
-    y = net.lm.model.embed_tokens(comp_ids)  # (N, T-1, H)
+    prompts = (len(ids), p, _prompt_attention_mask(mask)[:, None])
+    completions = (n, t - 1, comp_attend, rows) if t > 1 else None
+    cos, sin = net.rotary(torch.cat([prompt_pos.reshape(-1), comp_pos.reshape(-1)]))  # (L, D)
+    rope = cos[:, None], sin[:, None]  # (L, 1, D)
+    x = net.lm.model.embed_tokens(torch.cat([ids.reshape(-1), comp_ids.reshape(-1)]))  # (U P + N (T-1), H)
     recompute = net.lm.training and torch.is_grad_enabled()
-
-    def run(i: int, *args):
-        """Layer i, recomputed in the backward when the model asked for it (transformers' per-layer
-        switch, set by `activation_checkpointing_enable`); non-reentrant, so frozen inputs (LoRA) work."""
-        if recompute and getattr(net.lm.model.layers[i], "gradient_checkpointing", False):
-            return checkpoint(net.layer, i, *args, use_reentrant=False)
-        return net.layer(i, *args)
-
-    for i in range(len(net.lm.model.layers)):
-        x, k, v = run(i, x, prompt_rope, attend[:, None], None)
-        if t > 1:
-            y, _, _ = run(i, y, comp_rope, comp_attend, (k[rows], v[rows]))
-    return net.logits(torch.cat([x[rows, -1:], y], dim=1))  # (N, T, V)
+    for i, layer in enumerate(net.lm.model.layers):
+        # recomputed in the backward when the model asked for it (transformers' per-layer switch, set
+        # by `activation_checkpointing_enable`); non-reentrant, so frozen inputs (LoRA) work
+        if recompute and getattr(layer, "gradient_checkpointing", False):
+            x, _, _ = checkpoint(net.layer, i, x, rope, prompts, completions, use_reentrant=False)
+        else:
+            x, _, _ = net.layer(i, x, rope, prompts, completions)
+    last = x[: len(ids) * p].view(len(ids), p, -1)[rows, -1:]  # (N, 1, H): predicts completion token 0
+    if t == 1:
+        return net.logits(last)
+    return net.logits(torch.cat([last, x[len(ids) * p :].view(n, t - 1, -1)], dim=1))  # (N, T, V)
