@@ -85,7 +85,7 @@ class _Lean:
         self.lm = causal_lm(model)
         cfg = self.lm.config
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.gqa = cfg.num_attention_heads != cfg.num_key_value_heads
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
 
     def rotary(self, pos: Tensor) -> tuple[Tensor, Tensor]:
         """The model's own cos and sin at positions pos (..., S): (..., S, D) each."""
@@ -174,6 +174,15 @@ class LeanDecoder:
         self.valid: Tensor | None = None  # (N, length) the cache slots a token may attend to
         # the model's rotary embedding of every position a row can reach, looked up at each step
         self.cos, self.sin = self.net.rotary(torch.arange(length, device=self.net.lm.device))  # (length, D)
+        # on CPU, where a decode step is a few hundred small ops, the projections that read the same
+        # input run as one matmul: their weights stacked for this call (plain linear layers only)
+        self.fused = [(None, None)] * len(self.net.lm.model.layers)
+        if self.cos.device.type == "cpu":
+            with torch.no_grad():
+                self.fused = [
+                    (_stacked([a.q_proj, a.k_proj, a.v_proj]), _stacked([m.gate_proj, m.up_proj]))
+                    for a, m in ((layer.self_attn, layer.mlp) for layer in self.net.lm.model.layers)
+                ]
 
     def prefill(self, ids: Tensor, mask: Tensor, pos: Tensor, repeats: int) -> Tensor:
         """Distinct left-padded prompts ids, mask, pos (B, P), each the prompt of `repeats`
@@ -198,26 +207,49 @@ class LeanDecoder:
     def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
         """One new token per row tok (N,) at positions pos (N, 1); `alive` (N,) is False on rows that
         already ended (their token is padding: it attends, but nothing attends to it). Logits (N, V)."""
-        slot, n, d = self.filled, self.n, self.net.head_dim
+        slot, n, d, hq, hk = self.filled, self.n, self.net.head_dim, self.net.heads, self.net.kv_heads
         self.valid[:, slot] = alive
         attend = self.valid[:, None, None, : slot + 1]  # (N, 1, 1, slot + 1)
-        cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # (N, 1, 1, D)
-        x = self.net.lm.model.embed_tokens(tok[:, None])  # (N, 1, H)
-        for i in range(len(self.keys)):
-            layer = self.net.lm.model.layers[i]
-            attn = layer.self_attn
+        cos, sin = self.cos[pos], self.sin[pos]  # (N, 1, D)
+        x = self.net.lm.model.embed_tokens(tok)  # (N, H)
+        for i, (layer, (qkv, gate_up)) in enumerate(zip(self.net.lm.model.layers, self.fused)):
+            attn, mlp = layer.self_attn, layer.mlp
             y = _rms_norm(x, layer.input_layernorm)
-            q = attn.q_proj(y).view(n, 1, -1, d).transpose(1, 2)  # (N, hq, 1, D)
-            k = attn.k_proj(y).view(n, 1, -1, d).transpose(1, 2)  # (N, hk, 1, D)
-            self.keys[i][:, :, slot : slot + 1] = _rope(k, cos, sin)
-            self.values[i][:, :, slot : slot + 1] = attn.v_proj(y).view(n, 1, -1, d).transpose(1, 2)
+            if qkv is not None:
+                proj = F.linear(y, *qkv).view(n, hq + 2 * hk, d)
+                qk = _rope(proj[:, : hq + hk], cos, sin)  # (N, hq + hk, D): one rotation for both
+                q, k, v = qk[:, :hq], qk[:, hq:], proj[:, hq + hk :]
+            else:
+                q = _rope(attn.q_proj(y).view(n, -1, d), cos, sin)  # (N, hq, D)
+                k = _rope(attn.k_proj(y).view(n, -1, d), cos, sin)  # (N, hk, D)
+                v = attn.v_proj(y).view(n, -1, d)
+            self.keys[i][:, :, slot] = k
+            self.values[i][:, :, slot] = v
             keys, values = self.keys[i][:, :, : slot + 1], self.values[i][:, :, : slot + 1]
-            x = x + attn.o_proj(_attention(_rope(q, cos, sin), keys, values, attend, attn.scaling))
-            mlp = layer.mlp
+            out = _attention(q[:, :, None], keys, values, attend, attn.scaling)  # (N, 1, hq D)
+            x = x + attn.o_proj(out.view(n, -1))
             y = _rms_norm(x, layer.post_attention_layernorm)
-            x = x + mlp.down_proj(mlp.act_fn(mlp.gate_proj(y)) * mlp.up_proj(y))
+            gate, up = (
+                F.linear(y, *gate_up).chunk(2, dim=-1)
+                if gate_up is not None
+                else (mlp.gate_proj(y), mlp.up_proj(y))
+            )
+            x = x + mlp.down_proj(mlp.act_fn(gate) * up)
         self.filled = slot + 1
-        return self.net.logits(x[:, -1])  # (N, V)
+        return self.net.logits(x)  # (N, V)
+
+
+def _stacked(modules: list[nn.Module]) -> tuple[Tensor, Tensor | None] | None:
+    """The weights (and biases) of linear layers that read the same input, stacked into one; None
+    unless every one is a plain `nn.Linear` (a LoRA layer, say, runs as its own module)."""
+    if any(type(m) is not nn.Linear for m in modules):
+        return None
+    weight = torch.cat([m.weight for m in modules])
+    if all(m.bias is None for m in modules):
+        return weight, None
+    return weight, torch.cat(
+        [m.bias if m.bias is not None else m.weight.new_zeros(len(m.weight)) for m in modules]
+    )
 
 
 def _prompt_attention_mask(mask: Tensor) -> Tensor:
