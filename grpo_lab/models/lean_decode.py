@@ -9,11 +9,15 @@ Two uses, both exact rewrites of the transformers forward (same function, float-
   per-step mask building, cache concatenation and output containers of the transformers forward.
 - `shared_prompt_logits`: the teacher-forced forward of a batch of completions in which every distinct
   prompt is run once and its keys and values are attended by all its completions (the gradient of
-  the shared prompt sums over the group, as it would over G copies).
+  the shared prompt sums over the group, as it would over G copies), prompts and completions going
+  through each layer's norms, projections and MLP as one flat batch.
 
-Nothing is copied out of the model: the modules are called as they are at that moment, so the path
-always runs the current policy (and the reference while a peft adapter is disabled). Models this path
-does not cover are named by `unsupported_reason`; callers then use the transformers forward."""
+The path keeps no copy of the model between calls: it calls the modules as they are at that moment,
+so it always runs the current policy (and the reference while a peft adapter is disabled). The one
+derived tensor is built per sampling call, on CPU: the query/key/value and gate/up weights of plain
+linear layers stacked for one matmul each, read from the live parameters when the call starts.
+Models this path does not cover are named by `unsupported_reason`; callers then use the transformers
+forward."""
 
 import os
 
