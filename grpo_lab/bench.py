@@ -357,11 +357,31 @@ def bench(
     threads: int = 0,
 ) -> dict:
     """Measure and return every figure (see the module doc); `force_length` None: on for '4m' only.
-    `threads` 0 keeps torch's default."""
+    `threads` (0: torch's current setting) applies while the bench runs."""
     if steps < 2 or rounds < 1 or warmup < 0:
         raise ValueError(f"need steps >= 2, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")
-    if threads:
-        torch.set_num_threads(threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        return _bench(model, steps, rounds, warmup, betas, force_length, completion_length, trl, pool_runs,
+                      pool_steps, pool_model)  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bench(
+    model: str,
+    steps: int,
+    rounds: int,
+    warmup: int,
+    betas: tuple[float, ...],
+    force_length: bool | None,
+    completion_length: int,
+    trl: bool,
+    pool_runs: int,
+    pool_steps: int,
+    pool_model: str,
+) -> dict:
     logging.getLogger("datasets").setLevel(logging.ERROR)
     force = model == "4m" if force_length is None else force_length
     work = Work(model=model, completion_length=completion_length, force_length=force)
