@@ -33,7 +33,7 @@ import torch
 
 from grpo_lab.config import Config
 from grpo_lab.evaluation import encode_prompts
-from grpo_lab.models.embedded import cache_root
+from grpo_lab.models.embedded import cache_root, new_llama
 from grpo_lab.models.loading import load_policy, resolve_model_path
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
 from grpo_lab.models.sampler import sample
@@ -70,8 +70,6 @@ class Work:
 
 def bench_4m_path() -> Path:
     """The ~4.2M-parameter Llama (random init, seed 0, the character tokenizer), built on first use."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 
     key = hashlib.sha256(json.dumps([BENCH_4M_ARCH, CHARSET]).encode()).hexdigest()[:12]
@@ -80,16 +78,7 @@ def bench_4m_path() -> Path:
         tok = build_char_tokenizer()
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            cfg = LlamaConfig(
-                vocab_size=len(tok),
-                max_position_embeddings=256,
-                pad_token_id=tok.pad_token_id,
-                eos_token_id=tok.eos_token_id,
-                bos_token_id=None,
-                tie_word_embeddings=True,
-                **BENCH_4M_ARCH,
-            )
-            model = LlamaForCausalLM(cfg)
+            model = new_llama(tok, BENCH_4M_ARCH, max_position_embeddings=256)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".building-"))
         model.save_pretrained(tmp)

@@ -66,6 +66,21 @@ def embedded_path(task: str, digits: int | None = None) -> Path:
     return path
 
 
+def new_llama(tokenizer, arch: dict, max_position_embeddings: int) -> LlamaForCausalLM:
+    """A freshly initialised Llama with the character tokenizer's vocabulary and special tokens and
+    tied embeddings (seed torch first for a reproducible initialisation)."""
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+        **arch,
+    )
+    return LlamaForCausalLM(config)
+
+
 def _sft_batch(tokenizer, examples, device):
     """Prompt + solution + EOS, loss only on the solution and EOS tokens."""
     ids, labels = [], []
@@ -93,16 +108,7 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(min(threads, cfg["threads"]))
     torch.manual_seed(cfg["seed"])
-    model_cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        max_position_embeddings=128,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-        tie_word_embeddings=True,
-        **ARCH,
-    )
-    model = LlamaForCausalLM(model_cfg)
+    model = new_llama(tokenizer, ARCH, max_position_embeddings=128)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
     rng = random.Random(cfg["seed"])
     val = task.validation(cfg["val_size"])
