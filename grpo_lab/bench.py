@@ -44,8 +44,8 @@ BENCH_4M_ARCH = dict(
     hidden_size=256,
     intermediate_size=1024,
     num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=4,
+    num_attention_heads=16,
+    num_key_value_heads=16,
 )
 """the ~4.2M-parameter model: the embedded model's architecture at twice its width"""
 TARGETS = {"speedup_vs_trl": {"embedded": 1.5, "4m": 1.2}, "over_bare_bound": 1.2, "pool_speedup": 1.7}
@@ -341,7 +341,7 @@ def bench(
     completion_length: int = 24,
     trl: bool = True,
     pool_runs: int = 0,
-    pool_steps: int = 40,
+    pool_steps: int = 100,
     pool_model: str = "embedded",
     threads: int = 0,
 ) -> dict:

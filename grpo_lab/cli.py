@@ -120,9 +120,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="completions end at EOS (default for embedded and paths)")  # fmt: skip
     b.add_argument("--no-trl", action="store_true", help="leave TRL out even when it is installed")
     b.add_argument(
-        "--pool-runs", type=int, default=9, help="runs of the sweep timed on 1 and 2 workers (0: none)"
+        "--pool-runs",
+        type=int,
+        default=10,
+        help="runs of the sweep timed on 1 and 2 workers (0: none); even, so no worker idles at the end",
     )
-    b.add_argument("--pool-steps", type=int, default=40, help="steps of each run of that sweep")
+    b.add_argument(
+        "--pool-steps", type=int, default=100, help="steps of each run of that sweep (a study's run length)"
+    )
     b.add_argument("--pool-model", default="embedded", help="the model of that sweep")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     b.add_argument("--json", default=None, help="also write the figures to this JSON file")

@@ -25,8 +25,8 @@ ARCH = dict(
     hidden_size=128,
     intermediate_size=512,
     num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=4,
+    num_attention_heads=16,
+    num_key_value_heads=16,
 )
 WARM_START = dict(
     lr=1e-3,

@@ -1,8 +1,9 @@
-"""`arith`: multi-digit addition answered directly ("37+48=" -> "85"); a sparse 0/1 reward."""
+"""`arith`: addition of two `digits`-digit numbers answered directly ("37+48=" -> "85"); a sparse 0/1
+reward."""
 
 import itertools
 
-from grpo_lab.tasks.base import Example, Task, parse_int
+from grpo_lab.tasks.base import Example, Task, operands, parse_int
 
 
 def _is_correct(completion: str, answer: str) -> bool:
@@ -25,10 +26,9 @@ def digit_credit(completion: str, answer: str) -> list[float]:
 
 
 def make(digits: int = 2) -> Task:
-    operands = range(10**digits)
     problems = tuple(
         Example(prompt=f"{a}+{b}=", answer=str(a + b), solution=str(a + b))
-        for a, b in itertools.product(operands, operands)
+        for a, b in itertools.product(operands(digits), repeat=2)
     )
     return Task(
         name="arith",

@@ -61,6 +61,14 @@ class Task:
         return list(self.val[:size])
 
 
+def operands(digits: int) -> range:
+    """The numbers written with exactly `digits` digits (10-99 for 2; 0-9 for 1): fixed-width
+    operands keep each digit at the same offset from the '=' in every prompt."""
+    if digits < 1:
+        raise ValueError(f"operand size must be at least 1 digit, got {digits}")
+    return range(10 ** (digits - 1) if digits > 1 else 0, 10**digits)
+
+
 def parse_int(text: str) -> int | None:
     """Read a plain (optionally negative) integer; anything else is None. Never evaluates text."""
     text = text.strip()

@@ -4,7 +4,7 @@ grow or shrink under training."""
 
 import itertools
 
-from grpo_lab.tasks.base import Example, Task, parse_int
+from grpo_lab.tasks.base import Example, Task, operands, parse_int
 
 
 def final_answer(completion: str) -> int | None:
@@ -39,9 +39,8 @@ def column_work(a: int, b: int, digits: int) -> str:
 
 
 def make(digits: int = 2) -> Task:
-    operands = range(10**digits)
     problems = []
-    for a, b in itertools.product(operands, operands):
+    for a, b in itertools.product(operands(digits), repeat=2):
         # half the reference solutions show their work, half answer directly: both styles
         # are in the warm start, so training is free to move the length either way
         shown = (a * 7 + b * 13) % 2 == 0
