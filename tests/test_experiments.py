@@ -10,6 +10,7 @@ import pytest
 
 from grpo_lab import experiments, preset
 from grpo_lab.experiments import ablation_points, grid_points, preset_overrides, run_dir
+from grpo_lab.models import embedded
 from grpo_lab.runlog import read_jsonl
 
 
@@ -159,6 +160,19 @@ def test_ablate_and_sensitivity_label_their_runs(tiny_config, tmp_path):
     )
     assert list(scan.runs["learning_rate"]) == [1e-4, 1e-3]
     assert set(scan.metrics["label"]) == {"learning_rate=0.0001", "learning_rate=0.001"}
+
+
+def test_runs_on_another_build_of_the_embedded_model_are_stored_apart(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_LAB_CACHE", str(tmp_path / "cache"))
+    config, elsewhere = preset("grpo"), preset("grpo", model=str(tmp_path))
+    before, before_elsewhere = run_dir(config, tmp_path), run_dir(elsewhere, tmp_path)
+    monkeypatch.setitem(embedded.WARM_START, "lr", 5e-4)
+    assert run_dir(config, tmp_path) != before
+    assert run_dir(elsewhere, tmp_path) == before_elsewhere  # a model given by path is not the embedded one
+    monkeypatch.undo()
+    monkeypatch.setenv("GRPO_LAB_CACHE", str(tmp_path / "cache"))
+    assert run_dir(config, tmp_path) == before
+    assert not (tmp_path / "cache").exists()  # naming the directory builds nothing
 
 
 def test_run_seeds_stores_and_loads(tiny_config, tmp_path):

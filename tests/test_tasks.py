@@ -202,3 +202,16 @@ def test_digits_change_the_problem_set():
     assert len(task("arith", 1).problems) == 100
     assert len(task("judge", 2).problems) == 100
     assert task("scratchpad", 1).problems[0].prompt == "0+0=?"
+
+
+@pytest.mark.parametrize("name", ["arith", "scratchpad"])
+def test_operands_have_exactly_the_given_number_of_digits(name):
+    for digits, count in [(1, 10), (2, 90)]:
+        operands = {int(x) for ex in task(name, digits).problems for x in ex.prompt.rstrip("=?").split("+")}
+        assert operands == set(range(10 ** (digits - 1) if digits > 1 else 0, 10**digits))
+        assert len(task(name, digits).problems) == count**2
+
+
+def test_operand_size_below_one_is_refused():
+    with pytest.raises(ValueError, match="at least 1 digit"):
+        make_task("arith", 0)

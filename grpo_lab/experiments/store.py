@@ -1,8 +1,10 @@
-"""The run store: one directory per run under a root, named by the hash of the full config. Asking
+"""The run store: one directory per run under a root, named by the hash of the full config (and of
+the embedded model's build, when it is the model). Asking
 again for a finished run (one with summary.json) loads it instead of training; a directory without
 summary.json (an interrupted or failed attempt) is discarded and trained again. A failure is
 recorded in the run's error.json (type, message, traceback) instead of being raised."""
 
+import hashlib
 import json
 import shutil
 import time
@@ -15,6 +17,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from grpo_lab.config import Config
+from grpo_lab.models.embedded import embedded_dir
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
 
 ERROR = "error.json"
@@ -38,8 +41,14 @@ class Outcome:
 
 
 def run_dir(config: Config, root: str | Path) -> Path:
-    """Where `config` is stored under `root`: readable prefix, then the hash of the full config."""
-    return Path(root) / f"{config.preset}-seed{config.seed}-{config.key()}"
+    """Where `config` is stored under `root`: readable prefix, then the hash of the full config and,
+    on the embedded model, of which build of it the run trains (a store kept across a change to the
+    default model or its warm start never hands back runs of the old one)."""
+    key = config.key()
+    if config.model == "embedded":
+        build = embedded_dir(config.task, config.task_digits or None).name
+        key = hashlib.sha256(f"{key}/{build}".encode()).hexdigest()[:16]
+    return Path(root) / f"{config.preset}-seed{config.seed}-{key}"
 
 
 def ensure(config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None) -> str:

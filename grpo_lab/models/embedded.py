@@ -48,6 +48,16 @@ def cache_root() -> Path:
 
 def embedded_path(task: str, digits: int | None = None) -> Path:
     """Directory of the warm-started model for a task, built on first use."""
+    path = embedded_dir(task, digits)
+    if not (path / "warm_start.json").exists():
+        build(task, digits, path)
+    return path
+
+
+def embedded_dir(task: str, digits: int | None = None) -> Path:
+    """Where the warm-started model for a task is (or will be) cached: named by a hash of the task's
+    data, the tokenizer, the architecture and the warm-start settings, so any change to them names a
+    new model. Builds nothing."""
     problems = make_task(task, digits).problems  # the key covers the data itself, not just its name
     fingerprint = hashlib.sha256("\n".join(p.prompt + p.solution for p in problems).encode()).hexdigest()
     spec = {
@@ -60,10 +70,7 @@ def embedded_path(task: str, digits: int | None = None) -> Path:
         "version": FORMAT_VERSION,
     }
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    path = cache_root() / "models" / f"{task}-{key}"
-    if not (path / "warm_start.json").exists():
-        build(task, digits, path)
-    return path
+    return cache_root() / "models" / f"{task}-{key}"
 
 
 def new_llama(tokenizer, arch: dict, max_position_embeddings: int) -> LlamaForCausalLM:
