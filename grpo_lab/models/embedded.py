@@ -39,7 +39,7 @@ WARM_START = dict(
     seed=0,
     threads=2,
 )
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def cache_root() -> Path:
@@ -113,7 +113,9 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
     task = make_task(task_name, digits)
     tokenizer = build_char_tokenizer()
     threads = torch.get_num_threads()
-    torch.set_num_threads(min(threads, cfg["threads"]))
+    # exactly this many, whatever the caller runs with (a one-thread sweep worker, say): CPU float
+    # reductions depend on the thread count, so the cached model must not depend on who built it
+    torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
     model = new_llama(tokenizer, ARCH, max_position_embeddings=128)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
