@@ -3,6 +3,7 @@ by a short supervised fine-tune on the task's reference solutions until its gree
 accuracy is moderate (GRPO learns from groups with mixed rewards). Built once per (task, model
 config), saved with `save_pretrained`, and always loaded back through `from_pretrained`."""
 
+import functools
 import hashlib
 import json
 import os
@@ -58,12 +59,10 @@ def embedded_dir(task: str, digits: int | None = None) -> Path:
     """Where the warm-started model for a task is (or will be) cached: named by a hash of the task's
     data, the tokenizer, the architecture and the warm-start settings, so any change to them names a
     new model. Builds nothing."""
-    problems = make_task(task, digits).problems  # the key covers the data itself, not just its name
-    fingerprint = hashlib.sha256("\n".join(p.prompt + p.solution for p in problems).encode()).hexdigest()
     spec = {
         "task": task,
         "digits": digits,
-        "problems": fingerprint,
+        "problems": _problems_fingerprint(task, digits),
         "tokenizer": CHARSET,
         "arch": ARCH,
         "warm_start": WARM_START,
@@ -71,6 +70,14 @@ def embedded_dir(task: str, digits: int | None = None) -> Path:
     }
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
     return cache_root() / "models" / f"{task}-{key}"
+
+
+@functools.cache
+def _problems_fingerprint(task: str, digits: int | None) -> str:
+    """A hash of every problem of the task (the cache key covers the data itself, not just its name);
+    computed once per process, as the run store asks for it for every run of a sweep."""
+    problems = make_task(task, digits).problems
+    return hashlib.sha256("\n".join(p.prompt + p.solution for p in problems).encode()).hexdigest()
 
 
 def new_llama(tokenizer, arch: dict, max_position_embeddings: int) -> LlamaForCausalLM:
