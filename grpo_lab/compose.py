@@ -87,7 +87,8 @@ class Objective:
         """Old log-probs need their own forward pass only when they can differ from the current ones
         (several updates per batch) or are needed before the update (KL in the reward, IS correction)."""
         c = self.config
-        return c.num_iterations > 1 or self.kl_in_reward or c.is_correction != "none"
+        several_updates = c.num_iterations > 1 or c.num_mini_batches > 1
+        return several_updates or self.kl_in_reward or c.is_correction != "none"
 
     def reward_kl(self, old_logp: Tensor, ref_logp: Tensor, mask: Tensor, kl_coef: float) -> Tensor:
         """Per-token KL penalty folded into the reward (zero unless the placement is 'reward'): (N, T)."""
@@ -104,24 +105,31 @@ class Objective:
         groups: Groups | None = None,
     ) -> tuple[Tensor, dict[str, float]]:
         """Sequence advantages from the scalar rewards (N,), spread over tokens and mixed with the
-        token-level reward-to-go (scheme B): (N, T). A KL penalty in the reward (N, T) is summed into
-        the outcome and also enters the reward-to-go; the task's token credit enters only the latter.
+        token-level return (scheme B): (N, T). A KL penalty in the reward (N, T), coefficient
+        included, is summed into the sequence reward (as verl does before the group normalization)
+        and enters the token-level return as token rewards beside the task's token credit.
         Unscored rows (NaN reward) get advantage 0. The advantage tricks (batch normalization on top
         of the group's, clipping) apply here. `groups`: ragged group sizes (B,) when dynamic group
         size made them so (default: group_size each)."""
         c = self.config
         groups = c.group_size if groups is None else groups
         unscored = rewards.isnan()  # (N,)
-        if kl_reward is not None:
-            rewards = rewards + (kl_reward * mask).sum(-1)  # (N,)
-        filled = torch.where(unscored, _group_nanmean(rewards, groups), rewards)  # (N,)
+        kl_sum = (kl_reward * mask).sum(-1) if kl_reward is not None else torch.zeros_like(rewards)  # (N,)
+        filled = torch.where(unscored, _group_nanmean(rewards + kl_sum, groups), rewards + kl_sum)  # (N,)
         seq_adv = self.advantage_fn(filled, groups, lengths, c.adv_eps).masked_fill(unscored, 0.0)  # (N,)
+        stats = {}
         if c.adv_batch_norm:
-            seq_adv = batch_normalize(seq_adv, c.adv_eps)
+            whitened = batch_normalize(seq_adv, c.adv_eps)  # (N,)
+            stats["advantages/batch_norm_shift"] = float((whitened - seq_adv).abs().mean())
+            seq_adv = whitened
         parts = [t for t in (kl_reward, token_credit) if t is not None]
         token_rewards = sum(parts[1:], parts[0]) if parts else None  # (N, T)
-        adv = obj.token_advantages(seq_adv, token_rewards, mask, groups, c.token_adv_mix, c.adv_eps)
-        stats = {}
+        adv = obj.token_advantages(
+            seq_adv, token_rewards, mask, groups, c.token_adv_mix, c.adv_eps, outcome=filled - kl_sum
+        )
+        # spread of the advantage within each sequence: 0 when every token carries its sequence's
+        spread = (adv - obj.masked_mean(adv, mask, dim=-1)[:, None]) ** 2  # (N, T)
+        stats["advantages/token_std"] = float(obj.masked_mean(spread, mask, dim=-1).sqrt().mean())
         if c.adv_clip > 0:
             adv, stats["advantages/clipped_frac"] = clip_advantages(adv, c.adv_clip)
         return adv, stats
@@ -187,11 +195,26 @@ class Objective:
 
     @torch.no_grad()
     def stats(
-        self, logp: Tensor, old_logp: Tensor, ref_logp: Tensor | None, adv: Tensor, mask: Tensor
+        self,
+        logp: Tensor,
+        old_logp: Tensor,
+        ref_logp: Tensor | None,
+        adv: Tensor,
+        mask: Tensor,
+        entropy: Tensor | None = None,
     ) -> dict:
-        """Surrogate statistics of the whole batch, and every KL estimator side by side."""
+        """Surrogate statistics of the whole batch, every KL estimator side by side and, given the
+        token entropies (N, T), how much the entropy-driven token selection and KL weights act."""
+        c = self.config
         _, stats = self.surrogate_fn(logp, old_logp, adv, mask, self.surrogate_params)
         out = {k: float(v) for k, v in stats.items()}
+        if entropy is not None:
+            kept = top_entropy_mask(entropy, mask, c.top_entropy_frac)  # (N, T)
+            out["policy/token_dropped_frac"] = 1 - float(kept.sum() / mask.sum().clamp(min=1))
+            if ref_logp is not None:
+                weights = self.kl_token_weight_fn(entropy, mask, c.kl_token_alpha)  # (N, T)
+                spread = (weights - obj.masked_mean(weights, mask)) ** 2  # (N, T)
+                out["kl/token_weight_std"] = float(obj.masked_mean(spread, mask).sqrt())
         if ref_logp is not None:
             for name in ("k1", "k2", "k3", "abs"):
                 out[f"kl/{name}"] = float(obj.masked_mean(obj.KL_ESTIMATORS.get(name)(logp, ref_logp), mask))

@@ -36,9 +36,9 @@ class Config:
 
     # --- task ---
     task: str = "arith"
-    """'arith' (sparse 0/1), 'scratchpad' (free-length work, sparse) or 'judge' (dense in [0.75, 0.85])"""
+    """'arith', 'scratchpad', 'chain' (long written-out sums) sparse 0/1; 'judge' dense in [0.75, 0.85]"""
     task_digits: int = 0
-    """operand size (arith, scratchpad) or number length (judge); 0 = the task's default"""
+    """operand size (arith, scratchpad, chain) or number length (judge); 0 = the task's default"""
     rewards: tuple[str, ...] = ()
     """names of the task's reward functions to combine; () = the task's default"""
     reward_weights: tuple[float, ...] = ()
@@ -62,7 +62,9 @@ class Config:
     max_grad_norm: float = 1.0
     """gradient clipping by global norm; 0 disables it"""
     num_iterations: int = 1
-    """updates per sampled batch (TRL's num_iterations, verl's ppo_epochs)"""
+    """passes over each sampled batch (TRL's num_iterations, verl's ppo_epochs)"""
+    num_mini_batches: int = 1
+    """mini-batches of whole groups per pass, one optimizer step each (verl: batch / ppo_mini_batch_size)"""
     micro_batch_size: int = 0
     """completions per forward/backward; 0 = the whole batch. Loss and gradient do not depend on it"""
 
@@ -352,7 +354,7 @@ def validate(c: Config) -> None:
         all(map(math.isfinite, c.reward_weights)), f"reward_weights must be finite, got {c.reward_weights}"
     )
     _check(len(set(c.rewards)) == len(c.rewards), f"rewards lists a reward twice: {c.rewards}")
-    max_digits = {"arith": 3, "scratchpad": 3, "judge": 6}.get(c.task, 0)
+    max_digits = {"arith": 3, "scratchpad": 3, "chain": 3, "judge": 6}.get(c.task, 0)
     _check(
         c.task_digits <= max_digits,
         f"task_digits {c.task_digits} is too large for {c.task!r} (every problem is built up front); "
@@ -375,6 +377,7 @@ def validate(c: Config) -> None:
         "group_size",
         "max_completion_length",
         "num_iterations",
+        "num_mini_batches",
     ):
         _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
     for name in ("eval_every", "samples_every", "val_size", "lora_r"):
@@ -419,6 +422,11 @@ def validate(c: Config) -> None:
     _check(
         not c.reward_weights or len(c.reward_weights) == len(c.rewards),
         f"reward_weights has {len(c.reward_weights)} entries for {len(c.rewards)} rewards",
+    )
+    _check(
+        c.num_mini_batches <= c.prompts_per_step,
+        f"num_mini_batches {c.num_mini_batches} exceeds prompts_per_step {c.prompts_per_step} "
+        "(a mini-batch holds whole groups, at least one prompt's)",
     )
     _check(
         c.micro_batch_size == 0 or c.micro_batch_size <= c.batch_size,

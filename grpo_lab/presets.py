@@ -123,6 +123,7 @@ TRICKS: dict[str, dict[str, Any]] = {
     "two_layer_kl": {"kl_prev_coef": 0.05},
     "dynamic_kl": {"kl_token_weight": "entropy"},
     "length_penalty": {"length_penalty": 0.05},
+    "length_norm": {"length_norm_ref": 16},
     "overlong_shaping": {"overlong_buffer": 8},
     "mask_truncated": {"mask_truncated": True},
     "learnable_temperature": {"learnable_temperature": True},

@@ -82,15 +82,28 @@ def micro_batches(n: int, size: int) -> list[Tensor]:
     return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+def mini_batches(groups: Groups, n: int, count: int) -> list[tuple[Tensor, Groups]]:
+    """The batch's n rows split into `count` mini-batches of whole groups (consecutive prompts), each
+    with its own group layout: one optimizer step each, as PPO epochs over mini-batches (verl's
+    ppo_mini_batch_size); groups stay whole so every normalizer sees complete groups."""
+    sizes = torch.full((n // groups,), groups) if isinstance(groups, int) else groups.cpu()  # (B,)
+    starts = sizes.cumsum(0) - sizes  # (B,)
+    out = []
+    for part in torch.arange(len(sizes)).tensor_split(count):
+        rows = torch.cat([torch.arange(int(starts[i]), int(starts[i] + sizes[i])) for i in part])
+        out.append((rows, groups if isinstance(groups, int) else sizes[part]))
+    return out
+
+
 @torch.no_grad()
 def fixed_logprobs(
-    model: torch.nn.Module, rollout: Rollout, chunks: list[Tensor], temperature: float, keep_logits: bool
+    model: torch.nn.Module, rollout: Rollout, chunks: list[Tensor], temperatures: Tensor, keep_logits: bool
 ) -> tuple[Tensor, Tensor | None]:
-    """Log-probs (N, T) that stay fixed during the updates (old policy, reference), and optionally
-    their log-softmax (N, T, V) for the exact KL."""
+    """Log-probs (N, T) that stay fixed during the updates (old policy, reference), each row at its
+    own temperature (N,), and optionally their log-softmax (N, T, V) for the exact KL."""
     logps, logsm = [], []
     for rows in chunks:
-        logits = completion_logits(model, rollout.select(rows), temperature)  # (n, T, V)
+        logits = completion_logits(model, rollout.select(rows), temperatures[rows])  # (n, T, V)
         logps.append(token_logprobs(logits, rollout.completion_ids[rows]))
         if keep_logits:
             logsm.append(torch.log_softmax(logits, dim=-1))
@@ -139,6 +152,8 @@ class Scored:
     answers: list[str]
     group_sizes: Tensor
     """(B,) completions of each prompt"""
+    temperatures: Tensor
+    """(N,) the temperature each completion was sampled at (one per group with temperature noise)"""
     sampled_tokens: int
     """completion tokens generated, kept or not (the sampling cost)"""
     dropped_groups: int = 0
@@ -162,6 +177,7 @@ class Scored:
             [self.prompts[i] for i in idx],
             [self.answers[i] for i in idx],
             group_sizes,
+            self.temperatures[rows],
             self.sampled_tokens,
             self.dropped_groups,
             self.fault_stats,
@@ -203,6 +219,7 @@ class Scored:
             [x for p in parts for x in p.prompts],
             [x for p in parts for x in p.answers],
             torch.cat([p.group_sizes for p in parts]),
+            torch.cat([p.temperatures for p in parts]),
             sum(p.sampled_tokens for p in parts),
             sum(p.dropped_groups for p in parts),
             parts[0].fault_stats,
@@ -233,7 +250,10 @@ def sample_and_score(
     one completion are repeats."""
     prompt_ids, prompt_mask = encode_prompts(tok, [ex.prompt for ex in examples], device)
     n = len(examples) * group_size
-    temps = prompt_temps.repeat_interleave(group_size) if prompt_temps is not None else temperature
+    if prompt_temps is not None:
+        temps = prompt_temps.to(device, torch.float32).repeat_interleave(group_size)  # (N,)
+    else:
+        temps = torch.full((n,), temperature, device=device)  # (N,)
     forced = faults.select_rows(n, c.fault_long_frac, fault_gen).to(device) if c.fault_long_frac else None
     sampler_model.eval()
     with autocast(device):
@@ -251,7 +271,7 @@ def sample_and_score(
         )
         stats.update(fs)
     if c.fault_junk_frac:
-        rollout, fs = pad_with_junk(rollout, model, tok, c, temperature, fault_gen, device)
+        rollout, fs = pad_with_junk(rollout, model, tok, c, temps, fault_gen, device)
         stats.update(fs)
     prompts = [ex.prompt for ex in examples for _ in range(group_size)]
     answers = [ex.answer for ex in examples for _ in range(group_size)]
@@ -268,12 +288,14 @@ def sample_and_score(
         stats.update(fs)
     tokens = int(rollout.completion_mask.sum())
     sizes = torch.full((len(examples),), group_size, dtype=torch.long)
-    return Scored(rollout, rewards, per_func, completions, prompts, answers, sizes, tokens, fault_stats=stats)
+    return Scored(
+        rollout, rewards, per_func, completions, prompts, answers, sizes, temps, tokens, fault_stats=stats
+    )
 
 
 @torch.no_grad()
 def pad_with_junk(
-    rollout: Rollout, model: torch.nn.Module, tok, c: Config, temperature: float, fault_gen, device
+    rollout: Rollout, model: torch.nn.Module, tok, c: Config, temperatures: Tensor, fault_gen, device
 ) -> tuple[Rollout, dict[str, float]]:
     """Fault: pad a fraction of completions with junk tokens up to the maximum length; the junk's
     sampler log-probs are those of the policy (it never sampled them)."""
@@ -289,7 +311,7 @@ def pad_with_junk(
                                   truncated=truncated)  # fmt: skip
     idx = rows.nonzero().squeeze(-1)
     if len(idx):
-        logits = completion_logits(model, rollout.select(idx), temperature)  # (n, T', V)
+        logits = completion_logits(model, rollout.select(idx), temperatures[idx])  # (n, T', V)
         logp[idx] = token_logprobs(logits, ids[idx]) * mask[idx]
     return rollout, stats
 
@@ -324,7 +346,7 @@ def gradient_cosines(
     params: list[torch.nn.Parameter],
     rollout: Rollout,
     chunks: list[Tensor],
-    temperature: float,
+    temperatures: Tensor,
     objective: Objective,
     fixed: StepTensors,
     totals: BatchTotals,
@@ -339,7 +361,7 @@ def gradient_cosines(
             fixed, adv=adv, ref_logp=fixed.ref_logp if kl_coef else None, prev_logp=None
         )
         for rows in chunks:
-            logits = completion_logits(model, rollout.select(rows), temperature)  # (n, T, V)
+            logits = completion_logits(model, rollout.select(rows), temperatures[rows])  # (n, T, V)
             logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows])
             entropy = entropy if entropy_coef else entropy.detach()
             objective.loss(logp, entropy, alone.select(rows), totals, kl_coef, entropy_coef).backward()
@@ -574,7 +596,8 @@ class Trainer:
             with autocast(device):
                 row.update(self.validate())
         t_step = time.perf_counter()  # validation is not part of the step's cost
-        temperature = c.temperature * (tau().item() if tau is not None else 1.0)
+        tau_now = tau().item() if tau is not None else 1.0
+        temperature = c.temperature * tau_now
 
         # 1. sample G completions per prompt and score them (TRL reward signature); with dynamic
         #    group size, prompts whose rewards are all equal get more (ragged groups); with dynamic
@@ -587,6 +610,8 @@ class Trainer:
             scored.groups,
         )
         lengths = rollout.lengths  # (N,)
+        # each row's temperature without the learned factor: the trainer divides by that factor itself
+        base_temps = scored.temperatures / tau_now  # (N,)
         rewards, length_stats = shape_length(
             scored.rewards, lengths, c.max_completion_length, c.length_penalty, c.length_norm_ref,
             c.overlong_buffer, c.overlong_factor,
@@ -604,15 +629,15 @@ class Trainer:
             if c.fault_stale_k:  # an asynchronous trainer only has the behaviour policy's log-probs
                 old_logp = rollout.sampler_logp  # (N, T)
             elif objective.needs_old_logp:
-                old_logp, _ = fixed_logprobs(model, rollout, chunks, temperature, keep_logits=False)  # (N, T)
+                old_logp, _ = fixed_logprobs(model, rollout, chunks, scored.temperatures, keep_logits=False)
             if c.uses_reference:
                 with self.policy.as_reference() as ref:
                     ref_logp, ref_logsm = fixed_logprobs(
-                        ref, rollout, chunks, c.temperature, keep_logits=self.exact
-                    )
+                        ref, rollout, chunks, base_temps, keep_logits=self.exact
+                    )  # (N, T)
             if self.prev_model is not None:
                 prev_logp, _ = fixed_logprobs(
-                    self.prev_model, rollout, chunks, temperature, keep_logits=False
+                    self.prev_model, rollout, chunks, scored.temperatures, keep_logits=False
                 )
                 self.prev_model.load_state_dict(model.state_dict())  # next step's "previous" is this policy
         t_logprob = time.perf_counter()
@@ -635,9 +660,9 @@ class Trainer:
         if old_logp is not None:
             is_w, is_stats = objective.correction(old_logp, rollout.sampler_logp, mask)
         fixed = StepTensors(adv, loss_mask, seq_w, is_w, old_logp, ref_logp, prev_logp)
-        totals = objective.totals(loss_mask, groups)  # whole-batch normalizers
         entropy_coef = ent_ctl.coef if ent_ctl.active else 0.0
         if c.grad_cos_every and step % c.grad_cos_every == 0:  # diagnostic: do the loss terms pull apart?
+            totals = objective.totals(loss_mask, groups)  # whole-batch normalizers
             parts = {}
             for name, weight in zip(per_func, self.reward_weights):
                 parts[f"policy:{name}"] = (
@@ -655,19 +680,20 @@ class Trainer:
             if entropy_coef:
                 parts["entropy"] = (torch.zeros_like(adv), 0.0, entropy_coef)
             row.update(gradient_cosines(
-                model, self.params, rollout, chunks, temperature, objective, fixed, totals, parts
+                model, self.params, rollout, chunks, scored.temperatures, objective, fixed, totals, parts
             ))  # fmt: skip
 
-        # 4. update: num_iterations passes over the batch, micro-batched with gradient accumulation;
-        #    the normalizers are those of the whole batch, so the gradient does not depend on chunking
-        update = self._update(rollout, chunks, fixed, totals, entropy_coef, ref_logsm)
+        # 4. update: num_iterations passes over the batch in num_mini_batches optimizer steps each,
+        #    micro-batched with gradient accumulation; each mini-batch's normalizers are its own, so
+        #    the gradient does not depend on the micro-batch size
+        update = self._update(rollout, base_temps, fixed, groups, entropy_coef, ref_logsm)
         t_train = time.perf_counter()
         if old_logp is None:  # one on-policy update: the policy just evaluated is the sampler's trainer twin
             _, is_stats = objective.correction(update.logp, rollout.sampler_logp, mask)
 
         # 5. controllers see this step's measurements and set the next step's coefficients
         old_for_stats = old_logp if old_logp is not None else update.logp
-        row.update(objective.stats(update.logp, old_for_stats, ref_logp, adv, mask))
+        row.update(objective.stats(update.logp, old_for_stats, ref_logp, adv, mask, update.entropy))
         row["kl/coef"] = kl_ctl.coef
         if ref_logp is not None:
             kl_ctl.update(row["kl"], step, c.steps)
@@ -713,6 +739,7 @@ class Trainer:
             "grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else math.nan,
             "learning_rate": self.optimizer.param_groups[0]["lr"],
             "sampling/temperature": temperature,
+            "sampling/temperature_std": float(scored.temperatures.std()) if len(lengths) > 1 else 0.0,
             "sampling/rounds": rounds,
             "sampling/dropped_groups": scored.dropped_groups,
             "sampling/completions": len(rollout.truncated),
@@ -724,6 +751,7 @@ class Trainer:
             "time/step_s": time.perf_counter() - t_step,
             "cost/forward_passes": c.num_iterations + sum(x is not None for x in fixed_passes),
             "cost/backward_passes": c.num_iterations,
+            "cost/optimizer_steps": len(losses),
             "cost/sampled_tokens": float(scored.sampled_tokens),
             "cost/peak_rss_mb": peak_memory_mb(device),
         })  # fmt: skip
@@ -868,29 +896,32 @@ class Trainer:
     def _update(
         self,
         rollout: Rollout,
-        chunks: list[Tensor],
+        temperatures: Tensor,
         fixed: StepTensors,
-        totals: BatchTotals,
+        groups: Groups,
         entropy_coef: float,
         ref_logsm: Tensor | None,
     ) -> Update:
-        """num_iterations passes of gradient accumulation over the micro-batches, each followed by a
-        clipped optimizer step; a non-finite loss or gradient stops the run or, with skip_nonfinite,
-        skips the update (counted)."""
+        """num_iterations passes over the batch, each split into num_mini_batches mini-batches of
+        whole groups; each mini-batch is one clipped optimizer step, its gradient accumulated over
+        micro-batches and normalized by that mini-batch's totals. A non-finite loss or gradient
+        stops the run or, with skip_nonfinite, skips the rest of the step's updates (counted)."""
         c, model, tau = self.config, self.model, self.tau
         mask = rollout.completion_mask  # (N, T)
         losses, grad_norms, t_fb, t_opt = [], [], 0.0, 0.0
-        logp_full = entropy_full = exact_full = None
-        for _ in range(c.num_iterations):
+        logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
+        entropy_full = torch.zeros_like(mask)  # (N, T)
+        exact_full = torch.zeros_like(mask) if ref_logsm is not None else None  # (N, T)
+        minis = mini_batches(groups, len(mask), c.num_mini_batches)
+        for rows, mini_groups in (m for _ in range(c.num_iterations) for m in minis):
             t0 = time.perf_counter()
             self.optimizer.zero_grad(set_to_none=True)
+            totals = self.objective.totals(fixed.mask[rows], mini_groups)  # this mini-batch's normalizers
             loss_sum = 0.0
-            logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
-            entropy_full = torch.zeros_like(mask)
-            exact_full = torch.zeros_like(mask) if ref_logsm is not None else None
-            for rows_ in chunks:
+            for chunk in micro_batches(len(rows), c.micro_batch_size):
+                rows_ = rows[chunk]
                 with autocast(self.device):
-                    logits = completion_logits(model, rollout.select(rows_), c.temperature)  # (n, T, V)
+                    logits = completion_logits(model, rollout.select(rows_), temperatures[rows_])  # (n, T, V)
                 if tau is not None:
                     logits = logits / tau()  # the trainable temperature gets its gradient here
                 logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows_])  # (n, T)

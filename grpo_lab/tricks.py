@@ -132,6 +132,7 @@ def shape_length(
         shaped = shaped + overlong
     stats = {
         "length/reward_delta": float((shaped - rewards).nanmean()) if rewards.numel() else 0.0,
+        "length/reshaped_frac": float((shaped != rewards).float().mean()),
         "length/overlong_frac": float((overlong < 0).float().mean()),
     }
     return shaped, stats

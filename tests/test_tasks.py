@@ -5,6 +5,7 @@ import pytest
 from grpo_lab.tasks import TASKS, make_task
 from grpo_lab.tasks.arith import digit_credit
 from grpo_lab.tasks.base import parse_int
+from grpo_lab.tasks.chain import columns, partial_sums
 from grpo_lab.tasks.judge import HIGH, LOW, judge_score
 from grpo_lab.tasks.scratchpad import column_work, final_answer
 
@@ -27,8 +28,8 @@ def some_examples(t, n=300):
 
 
 def test_task_registry():
-    assert sorted(TASKS) == ["arith", "judge", "scratchpad"]
-    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, judge"):
+    assert sorted(TASKS) == ["arith", "chain", "judge", "scratchpad"]
+    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, chain, judge"):
         make_task("nope")
 
 
@@ -75,7 +76,7 @@ def test_validation_is_a_fixed_prefix(name):
     assert t.validation(10**9) == list(t.val)
 
 
-@pytest.mark.parametrize("name", ["arith", "scratchpad"])
+@pytest.mark.parametrize("name", ["arith", "scratchpad", "chain"])
 def test_reference_solutions_are_correct(name):
     t = task(name)
     examples = some_examples(t)
@@ -120,12 +121,12 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("name", ["arith", "scratchpad"])
+@pytest.mark.parametrize("name", ["arith", "scratchpad", "chain"])
 def test_parsing_never_evaluates_code(name, tmp_path, capfd):
     marker = tmp_path / "pwned"
     t = task(name)
     completions = [c.format(marker=marker) for c in HOSTILE]
-    if name == "scratchpad":
+    if name != "arith":
         completions = [">" + c for c in completions]
     answers = ["2"] * len(completions)
     assert reward(t, completions, answers) == [0.0] * len(completions)
@@ -215,3 +216,17 @@ def test_operands_have_exactly_the_given_number_of_digits(name):
 def test_operand_size_below_one_is_refused():
     with pytest.raises(ValueError, match="at least 1 digit"):
         make_task("arith", 0)
+
+
+def test_chain_work_styles():
+    assert columns([23, 45, 67, 89], 2) == "3+5+7+9=24,2+4+6+8+2=22"
+    assert partial_sums([23, 45, 67, 89]) == "23+45=68,68+67=135,135+89=224"
+
+
+def test_chain_answers_are_long_and_of_varied_length():
+    """The reference completions the warm start learns from average about 30 tokens (with EOS) and
+    spread from a bare answer to the written-out partial sums: room for length to grow or shrink."""
+    lengths = [len(ex.solution) + 1 for ex in task("chain").problems]
+    mean = sum(lengths) / len(lengths)
+    assert 28 < mean < 32 and min(lengths) <= 5 and max(lengths) >= 40
+    assert len(set(lengths)) > 20

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_lab import preset, train
+from grpo_lab import preset, train, trainer
 from grpo_lab.runlog import read_jsonl, read_metrics, read_summary
 
 TIME = [c for c in ("time/step_s", "time/sample_s", "time/train_s")]
@@ -60,6 +60,23 @@ def test_micro_batching_does_not_change_training(tiny, aggregation, num_iteratio
                 rtol=1e-4,
                 atol=1e-6,
             ), col
+
+
+def test_mini_batches_take_several_optimizer_steps_off_policy(tiny):
+    """Each mini-batch is one optimizer step: after the first, the policy has moved, so the ratio
+    departs from 1; with one mini-batch and one pass it is exactly 1."""
+    on = train(tiny(learning_rate=1e-2)).dropna(subset=["reward"])
+    off = train(tiny(learning_rate=1e-2, num_mini_batches=4, num_iterations=2)).dropna(subset=["reward"])
+    assert (on["cost/optimizer_steps"] == 1).all() and (off["cost/optimizer_steps"] == 8).all()
+    assert (on["ratio/std"] == 0).all() and (off["ratio/std"] > 0).all()
+
+
+def test_mini_batches_hold_whole_groups():
+    groups = torch.tensor([2, 3, 1, 2])
+    split = trainer.mini_batches(groups, 8, 2)
+    assert [rows.tolist() for rows, _ in split] == [[0, 1, 2, 3, 4], [5, 6, 7]]
+    assert [g.tolist() for _, g in split] == [[2, 3], [1, 2]]
+    assert [rows.tolist() for rows, _ in trainer.mini_batches(2, 6, 3)] == [[0, 1], [2, 3], [4, 5]]
 
 
 def test_run_directory_contents(tiny, tmp_path):

@@ -128,6 +128,8 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
     rng = random.Random(cfg["seed"])
     val = task.validation(cfg["val_size"])
+    # long-answer tasks need room for their longest reference solution (and its EOS)
+    max_new_tokens = max(cfg["max_new_tokens"], 1 + max(len(ex.solution) for ex in task.problems))
     names = task.default_rewards
     weights = (1.0,) * len(names)
     start, history, step = time.perf_counter(), [], 0
@@ -143,7 +145,7 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
         loss.backward()
         opt.step()
         if step % cfg["eval_every"] == 0:
-            metrics = evaluate(model, tokenizer, task, val, cfg["max_new_tokens"], names, weights)
+            metrics = evaluate(model, tokenizer, task, val, max_new_tokens, names, weights)
             history.append({"step": step, "loss": loss.item(), **metrics})
             if metrics["val/accuracy"] >= cfg["target_accuracy"]:
                 break

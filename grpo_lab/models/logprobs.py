@@ -10,9 +10,12 @@ from grpo_lab.models.sampler import Rollout, positions
 def completion_logits(
     model: torch.nn.Module, rollout: Rollout, temperature: float | Tensor, path: str | None = None
 ) -> Tensor:
-    """Temperature-scaled logits that predict each completion token: (N, T, V). On the lean path
+    """Temperature-scaled logits that predict each completion token: (N, T, V), at one temperature or
+    one per row (N,). On the lean path
     (`path` as in `lean_decode.use_lean`) each distinct prompt of the batch is run once for all its
     completions; the transformers path runs every row in full. Same logits, same gradients."""
+    if isinstance(temperature, Tensor):
+        temperature = temperature.view(-1, 1, 1)  # (N, 1, 1)
     if lean_decode.use_lean(model, path):
         logits = lean_decode.shared_prompt_logits(
             model, rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask

@@ -121,17 +121,23 @@ def token_advantages(
     group_size: Groups,
     mix: float,
     eps: float,
+    outcome: Tensor | None = None,
 ) -> Tensor:
-    """Per-token advantages (N, T): (1 - mix) * seq_adv + mix * whitened reward-to-go, zero on padding.
+    """Per-token advantages (N, T): (1 - mix) * seq_adv + mix * the whitened return from each token.
 
-    The reward-to-go at t sums `token_rewards` over valid tokens s >= t; it is whitened (mean and
-    unbiased std) over all valid tokens of the prompt's group. With mix = 0 or no token rewards this
-    is seq_adv broadcast over the valid tokens.
+    The return from token t is the sequence's `outcome` reward (N,) (0 when None) plus the
+    `token_rewards` of its valid tokens s >= t; it is whitened (mean and unbiased std) over all valid
+    tokens of the prompt's group. Token rewards keep their own scale against the outcome's spread,
+    as in the references' token-level returns (verl's REINFORCE++ with the KL in the reward): a KL
+    penalty enters with its coefficient, so the coefficient moves the advantages. With mix = 0 or no
+    token rewards this is seq_adv broadcast over the valid tokens.
     """
     adv = seq_adv[:, None] * mask  # (N, T)
     if token_rewards is None or mix == 0:
         return adv
     rtg = (token_rewards * mask).flip(-1).cumsum(-1).flip(-1)  # (N, T)
+    if outcome is not None:
+        rtg = rtg + outcome[:, None]  # (N, T) the outcome counts in the return from every token
     (g_rtg, rows), (g_mask, _) = padded(rtg, group_size), padded(mask, group_size)  # (B, G, T), (B, G)
     flat, flat_mask = g_rtg.flatten(1), g_mask.flatten(1)  # (B, G*T); padding rows are masked out
     mean, std = _mean_std(flat, flat_mask)  # (B, 1)

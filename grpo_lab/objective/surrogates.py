@@ -9,7 +9,8 @@ Stats (over valid tokens; over non-empty sequences for `gspo`):
   `clip_ratio/region_mean` = their sum (TRL), with [low, high] the variant's own clip bounds;
 - `ratio/{mean,std,max,min,p05,p50,p95}` of the ratio the variant uses (population std);
 - `frac_zero_grad`: share of valid tokens whose gradient a clip or a token selection removed, from the
-  analytic clip indicator of each variant (a zero advantage or the +-20 clamp is not counted).
+  analytic clip indicator of each variant (a zero advantage or the +-20 clamp is not counted);
+- `clip_ratio/dual_mean` (`ppo_clip`, `dual_clip`): share of valid tokens where the dual clip binds.
 """
 
 import math
@@ -144,7 +145,10 @@ def ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: Surro
     eps_high > eps_low is DAPO clip-higher (arXiv:2503.14476), dual_clip_c adds the dual clip."""
     ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
     loss, lo, hi, zero_grad = _ppo(ratio, adv, 1 - p.eps_low, 1 + p.eps_high, p.dual_clip_c)
-    return loss * mask, _stats(ratio, lo, hi, zero_grad, mask > 0)
+    stats = _stats(ratio, lo, hi, zero_grad, mask > 0)
+    dual = (adv < 0) & (ratio > p.dual_clip_c) & (mask > 0) if p.dual_clip_c else torch.zeros_like(lo)
+    stats["clip_ratio/dual_mean"] = dual.sum() / (mask > 0).sum().clamp(min=1)
+    return loss * mask, stats
 
 
 @SURROGATES.register("dual_clip")
