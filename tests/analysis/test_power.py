@@ -1,0 +1,51 @@
+"""Paired comparisons: hand-computed effect, interval and MDE; verdicts against a margin."""
+
+import math
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from grpo_lab.analysis.power import mde_factor, paired, seeds_needed
+
+
+def test_paired_effect_uses_only_shared_seeds_and_the_differences():
+    treatment = pd.Series({0: 0.60, 1: 0.70, 2: 0.65, 3: 0.99})
+    control = pd.Series({0: 0.50, 1: 0.62, 2: 0.58, 4: 0.10})
+    p = paired(treatment, control)
+    d = [0.10, 0.08, 0.07]
+    sd = pd.Series(d).std()
+    half = stats.t.ppf(0.975, 2) * sd / math.sqrt(3)
+    assert p.n == 3 and p.effect == pytest.approx(sum(d) / 3) and p.sd == pytest.approx(sd)
+    assert (p.low, p.high) == pytest.approx((p.effect - half, p.effect + half))
+    assert p.mde == pytest.approx((stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * sd / math.sqrt(3))
+    assert p.verdict(0.05) == "better"
+
+
+def test_pairing_removes_the_between_seed_variance():
+    """Arms that move together across seeds have a tight paired interval although each arm's own
+    spread is large."""
+    control = pd.Series({s: 0.3 + 0.1 * s for s in range(5)})
+    treatment = control + pd.Series({0: 0.01, 1: -0.01, 2: 0.0, 3: 0.01, 4: -0.01})
+    p = paired(treatment, control)
+    assert p.high - p.low < 0.05 < control.std()
+    assert p.verdict(0.05) == "no difference > margin" and p.verdict(0.001) == "undecided"
+
+
+def test_verdicts_worse_and_too_few():
+    assert paired(pd.Series({0: 0.1, 1: 0.2}), pd.Series({0: 0.5, 1: 0.61})).verdict(0.05) == "worse"
+    assert paired(pd.Series({0: 0.1}), pd.Series({0: 0.5})).verdict(0.05) == "too few seeds"
+
+
+def test_mde_factor_matches_the_reference_values():
+    """About 3.7 at n = 5, 3.1 at n = 10, 3.0 at n = 20 (alpha 0.05, power 0.8)."""
+    assert mde_factor(5) == pytest.approx(3.7, abs=0.1)
+    assert mde_factor(10) == pytest.approx(3.1, abs=0.1)
+    assert mde_factor(20) == pytest.approx(3.0, abs=0.1)
+
+
+def test_seeds_needed_reaches_the_target_and_no_fewer_do():
+    n = seeds_needed(sd=0.06, mde=0.05)
+    assert mde_factor(n) * 0.06 / math.sqrt(n) <= 0.05 < mde_factor(n - 1) * 0.06 / math.sqrt(n - 1)
+    with pytest.raises(ValueError, match="must be > 0"):
+        seeds_needed(0.1, 0.0)
