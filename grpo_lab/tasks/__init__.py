@@ -29,7 +29,7 @@ def make_task(
     (`module:function`, imported here, so the same in a pool worker or a Ray task). `model` renders a
     file's chat prompts with its chat template and decides the characters allowed (`tasks.from_file`)."""
     if from_file.is_file_task(name):
-        return from_file.make(name, rewards, model)
+        return _probed(from_file.make(name, rewards, model), rewards)
     if name in TASKS:
         task = TASKS[name]() if digits is None else TASKS[name](digits)
     elif is_import_path(name):
@@ -39,7 +39,22 @@ def make_task(
     else:
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}, {TASK_FORMS}")
     imported = {r: resolve(r, "reward function") for r in rewards if ":" in r}
-    return dataclasses.replace(task, rewards={**task.rewards, **HACKING_REWARDS, **imported})
+    return _probed(
+        dataclasses.replace(task, rewards={**task.rewards, **HACKING_REWARDS, **imported}), rewards
+    )
+
+
+def _probed(task: Task, rewards: Sequence[str]) -> Task:
+    """`task`, once each reward function imported by path has scored two validation problems'
+    reference solutions: a function that raises or returns the wrong length or a non-number fails
+    here, naming it, before a model is loaded."""
+    from grpo_lab.rewards import score
+
+    examples = task.val[:2]
+    for name in (r for r in rewards if ":" in r):
+        prompts, solutions = [ex.prompt for ex in examples], [ex.solution for ex in examples]
+        score([(name, task.rewards[name])], [1.0], prompts, solutions, answer=[ex.answer for ex in examples])
+    return task
 
 
 def task_fingerprint(name: str) -> str | None:
