@@ -359,8 +359,8 @@ def test_infinite_learning_rate_is_refused():
 def with_reward(fn):
     """A make_task replacement whose judge reward is `fn`."""
 
-    def make(name, digits=None):
-        task = make_task(name, digits)
+    def make(name, digits=None, *rest):
+        task = make_task(name, digits, *rest)
         return dataclasses.replace(task, rewards={**task.rewards, "judge": fn})
 
     return make
