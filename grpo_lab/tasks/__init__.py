@@ -33,7 +33,11 @@ def make_task(
     if name in TASKS:
         task = TASKS[name]() if digits is None else TASKS[name](digits)
     elif is_import_path(name):
-        task = resolve(name, "task")()
+        make = resolve(name, "task")
+        try:
+            task = make()
+        except Exception as err:
+            raise ValueError(f"task {name!r} raised {type(err).__name__}: {err}") from err
         if not isinstance(task, Task):
             raise ValueError(f"task {name!r} returned a {type(task).__name__}, not a grpo_lab.tasks.Task")
     else:

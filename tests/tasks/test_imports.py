@@ -47,3 +47,12 @@ def test_a_module_in_the_current_directory_is_found(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
     assert resolve("cwd_rewards_17:r", "reward function").__name__ == "r"
+
+
+def test_a_task_by_import_path_is_the_functions_task_with_imported_rewards():
+    from grpo_lab.tasks import make_task
+
+    task = make_task("grpo_lab.tasks.judge:make", rewards=("grpo_lab.tasks.arith:well_formed",))
+    assert task.problems == make_task("judge").problems
+    assert task.rewards["grpo_lab.tasks.arith:well_formed"].__name__ == "well_formed"
+    assert {"judge", "length_bonus"} <= set(task.rewards)
