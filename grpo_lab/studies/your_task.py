@@ -1,5 +1,6 @@
-"""The studies on a user's own task (notebook 11): which model a profile trains, and each scheme
-against grpo as paired per-seed differences (the same seed gives every scheme the same prompts)."""
+"""The studies on a user's own task (notebook 11): where its file is, which model a profile trains,
+and each scheme against grpo as paired per-seed differences (the same seed gives every scheme the
+same prompts)."""
 
 import hashlib
 import json
@@ -13,10 +14,12 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from grpo_lab.analysis.effects import verdict
+from grpo_lab.analysis.plots import project_root
 from grpo_lab.analysis.stats import mean_interval
 from grpo_lab.models.embedded import cache_root, new_llama
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.profiles import Profile
+from grpo_lab.tasks.from_file import PREFIX, is_file_task
 
 SMOKE_ARCH = dict(
     hidden_size=32,
@@ -26,6 +29,15 @@ SMOKE_ARCH = dict(
     num_key_value_heads=2,
 )
 """a random ~60k-parameter Llama: what the smoke profile trains when no model is named (no warm start)"""
+
+
+def study_task(task: str) -> str:
+    """`task`, with a relative `file:PATH` taken from the project root (a notebook's kernel may run in
+    notebooks/ or in the root), so every run of the study names the same file."""
+    if not is_file_task(task):
+        return task
+    path = Path(task[len(PREFIX) :]).expanduser()
+    return task if path.is_absolute() else f"{PREFIX}{project_root() / path}"
 
 
 def study_model(model: str | None, settings: Profile) -> str:

@@ -7,7 +7,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from grpo_lab.profiles import profile
-from grpo_lab.studies.your_task import paired_differences, smoke_model, study_model
+from grpo_lab.studies.your_task import paired_differences, smoke_model, study_model, study_task
 
 
 def finals(values: dict[str, list[float]]) -> pd.DataFrame:
@@ -53,3 +53,14 @@ def test_study_model(tmp_path, monkeypatch):
     path = study_model(None, profile("smoke"))
     assert path == str(smoke_model()) and path.startswith(str(tmp_path))
     assert AutoModelForCausalLM.from_pretrained(path).num_parameters() < 100_000
+
+
+def test_study_task_takes_a_relative_file_from_the_project_root():
+    from grpo_lab.analysis.plots import project_root
+
+    assert (
+        study_task("file:tests/data/your_task.jsonl")
+        == f"file:{project_root() / 'tests/data/your_task.jsonl'}"
+    )
+    assert study_task("file:/data/x.jsonl") == "file:/data/x.jsonl"
+    assert study_task("judge") == "judge" and study_task("mymod:make") == "mymod:make"
