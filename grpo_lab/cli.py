@@ -1,15 +1,23 @@
-"""Command line: `grpo-lab train`, `grpo-lab presets`, `grpo-lab figures`, `grpo-lab diagnose`,
-`grpo-lab bench`."""
+"""Command line: `grpo-lab train`, `grpo-lab fields`, `grpo-lab presets`, `grpo-lab figures`,
+`grpo-lab diagnose`, `grpo-lab bench`."""
 
 import argparse
+import dataclasses
+import inspect
 import json
+import re
 import sys
+import typing
 from pathlib import Path
 
-from grpo_lab.config import field_doc, parse_override
+from grpo_lab.config import Config, field_doc, parse_override
+
+SECTION = re.compile(r"^\s*# --- (.+?)(:.*)? ---\s*$")
+FIELD = re.compile(r"^\s{4}(\w+): ")
 
 
 def _train(args: argparse.Namespace) -> int:
+    from grpo_lab.experiments.store import run_dir
     from grpo_lab.presets import preset
     from grpo_lab.runlog import read_summary
     from grpo_lab.trainer import train
@@ -18,10 +26,47 @@ def _train(args: argparse.Namespace) -> int:
     config = preset(args.preset, **{"steps": args.steps, "seed": args.seed, **overrides})  # --set wins
     if args.resume and not args.out:
         raise ValueError("--resume needs --out, the directory of the interrupted run")
-    out = Path(args.out or f"runs/{config.preset}-seed{config.seed}-{config.key()}")
+    out = Path(args.out) if args.out else run_dir(config, "runs")
     train(config, out=out, resume=args.resume)
     print(json.dumps(read_summary(out), indent=2))
     print(f"run written to {out}")
+    return 0
+
+
+def field_sections() -> dict[str, list[str]]:
+    """The settable `Config` fields grouped by the section comments of its source (`# --- run ---`)."""
+    sections: dict[str, list[str]] = {}
+    current = "other"
+    settable = {f.name for f in dataclasses.fields(Config) if f.init}
+    for line in inspect.getsource(Config).splitlines():
+        if match := SECTION.match(line):
+            current = match.group(1)
+        elif (match := FIELD.match(line)) and match.group(1) in settable:
+            sections.setdefault(current, []).append(match.group(1))
+    return sections
+
+
+def _fields(args: argparse.Namespace) -> int:
+    hints, defaults = typing.get_type_hints(Config), Config()
+    pattern = args.filter.lower() if args.filter else ""
+    shown = 0
+    for section, names in field_sections().items():
+        names = [n for n in names if pattern in n.lower()]
+        if not names:
+            continue
+        print(f"[{section}]")
+        for name in names:
+            kind = (
+                str(hints[name]).replace("typing.", "")
+                if typing.get_args(hints[name])
+                else hints[name].__name__
+            )
+            default = getattr(defaults, name)
+            print(f"  {name:28s} {kind:18s} {default!r:22} {field_doc(name)}")
+        shown += len(names)
+    if not shown:
+        raise ValueError(f"no config field matches {args.filter!r} (run `grpo-lab fields` for all)")
+    print("set one with `grpo-lab train --set KEY=VALUE` (tuples: comma-separated, e.g. rewards=a,b)")
     return 0
 
 
@@ -83,14 +128,23 @@ def _bench(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grpo-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train one run and write its directory")
+    t = sub.add_parser(
+        "train",
+        help="train one run and write its directory",
+        description="Train one run and write its directory.",
+        epilog="`grpo-lab fields` lists every config field --set can change, with its type, default and doc.",
+    )
     t.add_argument("--preset", default="grpo", help="named method (see `grpo-lab presets`)")
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default=None, help="run directory (default runs/<preset>-seed<S>-<hash>)")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field (repeatable; list them with `grpo-lab fields`)")  # fmt: skip
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     t.set_defaults(fn=_train)
+    fl = sub.add_parser("fields", help="list every config field with its type, default and doc, by section")
+    fl.add_argument("filter", nargs="?", default=None, help="show only fields whose name contains this")
+    fl.set_defaults(fn=_fields)
     p = sub.add_parser("presets", help="list presets, or show what one changes relative to grpo")
     p.add_argument("--diff", metavar="NAME", default=None)
     p.set_defaults(fn=_presets)

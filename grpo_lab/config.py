@@ -36,11 +36,11 @@ class Config:
 
     # --- task ---
     task: str = "arith"
-    """'arith', 'scratchpad', 'worked' (long worked sums) sparse 0/1; 'judge' dense in [0.75, 0.85]"""
+    """'arith', 'scratchpad', 'worked' (long answers), 'judge' (dense), 'file:PATH' or 'module:function'"""
     task_digits: int = 0
     """operand size (arith, scratchpad, worked) or number length (judge); 0 = the task's default"""
     rewards: tuple[str, ...] = ()
-    """names of the task's reward functions to combine; () = the task's default"""
+    """the task's reward functions by name or any by import path 'module:function'; () = the task's default"""
     reward_weights: tuple[float, ...] = ()
     """weight of each reward function; () = all 1.0"""
 
@@ -347,7 +347,8 @@ def _choice(name: str, value: str, valid: list[str]) -> None:
 def validate(c: Config) -> None:
     """Every check that can be made without building a model."""
     from grpo_lab import objective
-    from grpo_lab.tasks import TASKS
+    from grpo_lab.tasks import TASK_FORMS, TASKS, is_task_name
+    from grpo_lab.tasks.imports import is_import_path
 
     _check_types(c)
     _check(
@@ -360,7 +361,12 @@ def validate(c: Config) -> None:
         f"task_digits {c.task_digits} is too large for {c.task!r} (every problem is built up front); "
         f"valid: 0 (default) to {max_digits}",
     )
-    _choice("task", c.task, list(TASKS))
+    _check(is_task_name(c.task), f"unknown task {c.task!r}; valid: {', '.join(TASKS)}, {TASK_FORMS}")
+    for name in c.rewards:
+        _check(
+            ":" not in name or is_import_path(name),
+            f"reward {name!r} is neither a name of the task's rewards nor an import path 'module:function'",
+        )
     _choice("device", c.device, ["auto", "cpu", "cuda"])
     _choice("advantage", c.advantage, objective.ADVANTAGES.names())
     _choice("surrogate", c.surrogate, objective.SURROGATES.names())

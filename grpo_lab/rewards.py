@@ -1,6 +1,7 @@
-"""Scoring completions with reward functions in TRL's convention: each function is called as
-`fn(prompts, completions, **columns)` and returns one float (or None) per completion; several
-functions combine as a weighted sum that skips None, and a row no function scored is NaN."""
+"""Scoring completions with reward functions in TRL's convention: each function is called as TRL's
+GRPOTrainer calls it, `fn(prompts=..., completions=..., **columns)`, and returns one float (or None)
+per completion; several functions combine as a weighted sum that skips None, and a row no function
+scored is NaN."""
 
 import math
 import numbers
@@ -10,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from grpo_lab.tasks.base import RewardFn
+from grpo_lab.tasks.base import RewardFn, call_reward
 
 
 def _check_output(name: str, out: object, n: int) -> list[float]:
@@ -48,7 +49,7 @@ def score(
     per_func = {}
     for name, fn in funcs:
         try:
-            out = fn(prompts, completions, **columns)
+            out = call_reward(fn, prompts, completions, **columns)
         except Exception as err:
             raise RuntimeError(
                 f"reward function {name!r} raised {type(err).__name__}: {err} "

@@ -488,7 +488,7 @@ class Trainer:
         self.out = Path(out) if out is not None else None
         self.callbacks = list(callbacks)
         self.device = device = pick_device(c.device)
-        self.task = task = make_task(c.task, c.task_digits or None)
+        self.task = task = make_task(c.task, c.task_digits or None, c.rewards, c.model)
         self.objective = Objective(c)
         reward_names = c.rewards or task.default_rewards
         missing = [n for n in reward_names if n not in task.rewards]

@@ -359,8 +359,8 @@ def test_infinite_learning_rate_is_refused():
 def with_reward(fn):
     """A make_task replacement whose judge reward is `fn`."""
 
-    def make(name, digits=None):
-        task = make_task(name, digits)
+    def make(name, digits=None, *rest):
+        task = make_task(name, digits, *rest)
         return dataclasses.replace(task, rewards={**task.rewards, "judge": fn})
 
     return make
@@ -617,3 +617,118 @@ def test_from_dict_bool_for_int_field():
 def test_direct_constructor_wrong_type():
     with pytest.raises(ValueError, match="steps"):
         Config(steps="5")
+
+
+# --- a user's task and reward functions (file:PATH, module:function) -------------------------------
+
+USER_ROWS = [
+    {"prompt": f"reverse {n}:", "answer": str(n)[::-1], "solution": str(n)[::-1]} for n in range(100, 140)
+]
+
+
+def user_file(tmp_path: Path, rows: list[dict] = USER_ROWS, name: str = "t.jsonl") -> str:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f"file:{path}"
+
+
+def short_reward(prompts, completions, **kwargs):
+    return [1.0]
+
+
+def text_reward(prompts, completions, **kwargs):
+    return ["good"] * len(completions)
+
+
+@pytest.mark.parametrize(
+    ("task", "words"),
+    [
+        (
+            "file:{tmp}/missing.jsonl",
+            ["task file", "missing.jsonl", "does not exist", ".jsonl, .csv, .parquet"],
+        ),
+        ("file:{tmp}/t.txt", ["t.txt", "suffix '.txt'", "valid: .jsonl, .csv, .parquet"]),
+        ("file:", ["names no file", "file:PATH"]),
+        ("no_such_module_17:make", ["task 'no_such_module_17:make' does not resolve", "no_such_module_17"]),
+        ("grpo_lab.tasks.arith:nope", ["task 'grpo_lab.tasks.arith:nope'", "no attribute 'nope'"]),
+        ("grpo_lab.tasks.base:parse_int", ["task 'grpo_lab.tasks.base:parse_int' raised TypeError"]),
+        ("grpo_lab.tasks.arith:Example", ["task 'grpo_lab.tasks.arith:Example' raised TypeError"]),
+        (
+            "collections:OrderedDict",
+            ["task 'collections:OrderedDict' returned a OrderedDict, not a grpo_lab"],
+        ),
+    ],
+    ids=["missing", "suffix", "empty", "module", "attribute", "raises", "raises-too", "not-a-task"],
+)
+def test_bad_user_task_fails_before_training(task, words, tmp_path, tiny_model_path):
+    (tmp_path / "t.txt").write_text("prompt\n")
+    out = tmp_path / "run"
+    with pytest.raises(ValueError) as err:
+        train(tiny(tiny_model_path, task=task.format(tmp=tmp_path)), out=out)
+    for word in words:
+        assert word in str(err.value), f"{word!r} not in: {err.value}"
+    assert not out.exists()
+
+
+def test_file_without_prompt_column_names_the_file_and_its_columns(tmp_path, tiny_model_path):
+    task = user_file(tmp_path, [{"question": "a", "answer": "b"}] * 20)
+    with pytest.raises(ValueError, match="has no 'prompt' column; its columns: question, answer") as err:
+        train(tiny(tiny_model_path, task=task), out=tmp_path / "run")
+    assert str(tmp_path / "t.jsonl") in str(err.value) and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [
+        ([*USER_ROWS[:5], {"prompt": 7}], ["row 5", "'prompt' must be a string", "7"]),
+        ([*USER_ROWS[:5], {"prompt": [{"role": "user", "content": "x"}]}], ["row 5", "must be a string"]),
+        ([{**r, "split": "dev"} for r in USER_ROWS], ["row 0", "unknown split 'dev'", "validation"]),
+    ],
+    ids=["number", "mixed-chat", "split"],
+)
+def test_bad_rows_are_named(rows, words, tmp_path):
+    with pytest.raises(ValueError) as err:
+        make_task(user_file(tmp_path, rows), model="any/model")
+    for word in (str(tmp_path / "t.jsonl"), *words):
+        assert word in str(err.value), f"{word!r} not in: {err.value}"
+
+
+def test_bad_jsonl_line_is_named(tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"prompt": "a"}\n{"prompt": \n')
+    with pytest.raises(ValueError, match=r"t.jsonl', line 2: not JSON"):
+        make_task(f"file:{tmp_path / 't.jsonl'}")
+
+
+def test_config_refuses_malformed_task_and_reward_names():
+    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, worked, judge, file:PATH"):
+        preset("grpo", task="nope")
+    with pytest.raises(
+        ValueError, match="reward 'a:b:c' is neither a name of the task's rewards nor an import"
+    ):
+        preset("grpo", rewards=("a:b:c",))
+
+
+@pytest.mark.parametrize(
+    ("reward", "words"),
+    [
+        ("no_such_module_17:fn", ["reward function 'no_such_module_17:fn' does not resolve"]),
+        (f"{__name__}:short_reward", [f"'{__name__}:short_reward'", "list of 2", "got 1 values"]),
+        (f"{__name__}:text_reward", [f"'{__name__}:text_reward'", "'good'", "finite number or None"]),
+    ],
+    ids=["unresolvable", "wrong-length", "not-a-number"],
+)
+@pytest.mark.parametrize("task", ["judge", "file"])
+def test_bad_imported_reward_fails_before_training(reward, words, task, tmp_path, tiny_model_path):
+    out = tmp_path / "run"
+    task = user_file(tmp_path) if task == "file" else task
+    with pytest.raises(ValueError) as err:
+        train(tiny(tiny_model_path, task=task, rewards=(reward,)), out=out)
+    for word in words:
+        assert word in str(err.value), f"{word!r} not in: {err.value}"
+    assert not out.exists()
+
+
+def test_cli_reports_a_missing_task_file(tmp_path, tiny_model_path, capsys):
+    args = tiny_args(tiny_model_path, tmp_path / "r", "--set", f"task=file:{tmp_path}/nope.jsonl")
+    assert main(args) == 2
+    assert "nope.jsonl' does not exist" in capsys.readouterr().err

@@ -145,3 +145,32 @@ def test_console_script():
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("grpo ")
     assert len(done.stdout.splitlines()) == len(PRESETS)
+
+
+def test_fields_lists_every_field_with_type_default_and_doc(capsys):
+    from grpo_lab.config import field_doc, field_names
+
+    assert main(["fields"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert sorted(rows) == sorted(field_names())
+    assert rows["kl_coef"].split()[1:3] == ["float", "0.04"] and field_doc("kl_coef") in rows["kl_coef"]
+    assert "tuple[str, ...]" in rows["rewards"]
+    sections = [line for line in out.splitlines() if line.startswith("[")]
+    assert sections[:3] == ["[run]", "[model]", "[task]"] and "[logging]" in sections
+
+
+def test_fields_filters_by_name(capsys):
+    from grpo_lab.config import field_names
+
+    assert main(["fields", "kl"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert listed and sorted(listed) == sorted(n for n in field_names() if "kl" in n)
+    assert main(["fields", "nothing_like_this"]) == 2
+    assert "no config field matches 'nothing_like_this'" in capsys.readouterr().err
+
+
+def test_train_help_points_to_fields(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "grpo-lab fields" in capsys.readouterr().out

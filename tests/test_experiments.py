@@ -197,3 +197,17 @@ def test_ray_gives_the_same_metrics_as_sequential(tiny_config, tmp_path):
     serial = experiments.sweep(base, grid, [0], tmp_path / "serial", workers=1, progress=False)
     assert on_ray.counts()["trained"] == 2
     pd.testing.assert_frame_equal(comparable(on_ray.metrics), comparable(serial.metrics))
+
+
+def test_run_key_holds_the_task_files_content(tmp_path, tiny_model_path):
+    data = tmp_path / "t.jsonl"
+    rows = [{"prompt": f"reverse {n}:", "answer": str(n)[::-1]} for n in range(100, 140)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = preset("grpo", task=f"file:{data}", model=tiny_model_path)
+    before = run_dir(config, tmp_path)
+    assert run_dir(config, tmp_path) == before and before.name.startswith("grpo-seed0-")
+    data.write_text("".join(json.dumps({**r, "answer": "0"}) + "\n" for r in rows))
+    assert run_dir(config, tmp_path) != before
+    assert run_dir(preset("grpo", model=tiny_model_path), tmp_path).name.endswith(
+        config.replace(task="arith").key()
+    )

@@ -212,8 +212,8 @@ def scripted_judge(roles: dict[str, int]):
             seen[p] += 1
         return out
 
-    def make(name, digits=None):
-        task = make_task(name, digits)
+    def make(name, digits=None, *rest):
+        task = make_task(name, digits, *rest)
         return dataclasses.replace(task, rewards={**task.rewards, "judge": reward})
 
     return make
@@ -264,8 +264,8 @@ def test_dynamic_group_size_changes_nothing_when_every_group_varies(tiny_config,
     def distinct(prompts, completions, **kwargs):
         return [0.1 * i for i in range(len(completions))]
 
-    def make(name, digits=None):
-        task = make_task(name, digits)
+    def make(name, digits=None, *rest):
+        task = make_task(name, digits, *rest)
         return dataclasses.replace(task, rewards={**task.rewards, "judge": distinct})
 
     monkeypatch.setattr(trainer, "make_task", make)

@@ -1,5 +1,6 @@
 """The run store: one directory per run under a root, named by the hash of the full config (and of
-the embedded model's build, when it is the model). Asking
+the embedded model's build, when it is the model, and of the task file's content, for `file:PATH`
+tasks). Asking
 again for a finished run (one with summary.json) loads it instead of training; a directory without
 summary.json (an interrupted or failed attempt) is discarded and trained again. A failure is
 recorded in the run's error.json (type, message, traceback) instead of being raised."""
@@ -19,6 +20,7 @@ import pandas as pd
 from grpo_lab.config import Config
 from grpo_lab.models.embedded import embedded_dir
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
+from grpo_lab.tasks import task_fingerprint
 
 ERROR = "error.json"
 
@@ -41,14 +43,23 @@ class Outcome:
 
 
 def run_dir(config: Config, root: str | Path) -> Path:
-    """Where `config` is stored under `root`: readable prefix, then the hash of the full config and,
-    on the embedded model, of which build of it the run trains (a store kept across a change to the
-    default model or its warm start never hands back runs of the old one)."""
-    key = config.key()
+    """Where `config` is stored under `root`: readable prefix, then `run_key`."""
+    return Path(root) / f"{config.preset}-seed{config.seed}-{run_key(config)}"
+
+
+def run_key(config: Config) -> str:
+    """The hash of the full config and, on the embedded model, of which build of it the run trains (a
+    store kept across a change to the default model or its warm start never hands back runs of the old
+    one) and, for a `file:PATH` task, of the file's content (a changed file is a new run)."""
+    parts = [config.key()]
     if config.model == "embedded":
-        build = embedded_dir(config.task, config.task_digits or None).name
-        key = hashlib.sha256(f"{key}/{build}".encode()).hexdigest()[:16]
-    return Path(root) / f"{config.preset}-seed{config.seed}-{key}"
+        parts.append(embedded_dir(config.task, config.task_digits or None).name)
+    fingerprint = task_fingerprint(config.task)
+    if fingerprint is not None:
+        parts.append(f"file:{fingerprint}")
+    if len(parts) == 1:
+        return parts[0]
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
 
 
 def ensure(config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None) -> str:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -69,7 +70,7 @@ def embedded_dir(task: str, digits: int | None = None) -> Path:
         "version": FORMAT_VERSION,
     }
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return cache_root() / "models" / f"{task}-{key}"
+    return cache_root() / "models" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', task)[-48:]}-{key}"  # file:PATH, too
 
 
 @functools.cache
@@ -134,7 +135,9 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
     weights = (1.0,) * len(names)
     start, history, step = time.perf_counter(), [], 0
     for step in range(1, cfg["max_steps"] + 1):
-        input_ids, labels, mask = _sft_batch(tokenizer, rng.sample(task.train, cfg["batch_size"]), "cpu")
+        size = cfg["batch_size"]  # a small file task has fewer problems than a batch: draw with replacement
+        batch = rng.sample(task.train, size) if size <= len(task.train) else rng.choices(task.train, k=size)
+        input_ids, labels, mask = _sft_batch(tokenizer, batch, "cpu")
         loss = model(
             input_ids=input_ids,
             attention_mask=mask,

@@ -2,6 +2,7 @@
 solutions for the warm start, and reward functions with TRL's signature
 `fn(prompts, completions, **kwargs) -> list[float | None]` (kwargs carry the dataset columns)."""
 
+import inspect
 import random
 import zlib
 from collections.abc import Callable
@@ -10,11 +11,25 @@ from dataclasses import dataclass, field
 RewardFn = Callable[..., list[float | None]]
 
 
+def call_reward(fn: RewardFn, prompts: list, completions: list, **columns: list) -> object:
+    """Call `fn` as TRL does, by keyword (so `trl.rewards` functions, whose first parameter is
+    `completions`, work unchanged); a function whose parameters are named otherwise (`lambda p, c,
+    **kw`) gets prompts and completions positionally."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: TRL's keywords
+        params = {"completions": None}
+    if "completions" in params:
+        return fn(prompts=prompts, completions=completions, **columns)
+    return fn(prompts, completions, **columns)
+
+
 @dataclass(frozen=True)
 class Example:
     prompt: str
     answer: str
-    """the ground truth the reward functions see as the `answer` column"""
+    """the ground truth the reward functions see as the `answer` column (a task from a file keeps its
+    row's index here and hands the reward functions the row's own columns)"""
     solution: str
     """a reference completion (without EOS) used by the supervised warm start"""
 
@@ -34,6 +49,8 @@ class Task:
     reward_range: tuple[float, float] = (0.0, 1.0)
     """lowest and highest value of the default reward (a flipped label maps r to low + high - r)"""
     val_fraction: float = 0.1
+    held_out: tuple[bool, ...] | None = None
+    """whether each problem is in the validation split (a file's `split` column); None: by a stable hash"""
     train: tuple[Example, ...] = field(init=False)
     val: tuple[Example, ...] = field(init=False)
 
@@ -44,11 +61,18 @@ class Task:
             raise ValueError(f"task {self.name!r}: problems must be grpo_lab.tasks.Example records")
         # a stable hash of the prompt decides the split, so it never depends on the seed
         buckets = int(1 / self.val_fraction)
-        is_val = [zlib.crc32(ex.prompt.encode()) % buckets == 0 for ex in self.problems]
+        is_val = self.held_out or [zlib.crc32(ex.prompt.encode()) % buckets == 0 for ex in self.problems]
+        if len(is_val) != len(self.problems):
+            raise ValueError(
+                f"task {self.name!r}: held_out has {len(is_val)} entries for {len(self.problems)} problems"
+            )
         object.__setattr__(self, "train", tuple(ex for ex, v in zip(self.problems, is_val) if not v))
         object.__setattr__(self, "val", tuple(ex for ex, v in zip(self.problems, is_val) if v))
         if not self.train or not self.val:
-            raise ValueError(f"task {self.name!r} has an empty train or validation split")
+            raise ValueError(
+                f"task {self.name!r} has an empty train or validation split ({len(self.train)} train, "
+                f"{len(self.val)} validation problems); give it more problems or a `split` column"
+            )
 
     def batch(self, seed: int, step: int, size: int, round: int = 0) -> list[Example]:
         """The prompts of one training step: depends only on (seed, step), never on the scheme.

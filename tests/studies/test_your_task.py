@@ -1,0 +1,66 @@
+"""Notebook 11's study helpers: the model a profile trains and paired per-seed differences."""
+
+import math
+
+import pandas as pd
+import pytest
+from transformers import AutoModelForCausalLM
+
+from grpo_lab.profiles import profile
+from grpo_lab.studies.your_task import paired_differences, smoke_model, study_model, study_task
+
+
+def finals(values: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"preset": k, "seed": s, "val/accuracy": v} for k, vs in values.items() for s, v in enumerate(vs)]
+    )
+
+
+def test_paired_differences_pair_seeds():
+    # dapo is 0.1 above grpo on every seed although the seeds spread widely: paired, that is clear
+    table = paired_differences(
+        finals({"dapo": [0.3, 0.6, 0.9], "grpo": [0.2, 0.5, 0.8], "gspo": [0.1, 0.6, 0.8]}),
+        "val/accuracy",
+        "preset",
+        "grpo",
+    )
+    assert table["preset"].tolist() == ["grpo", "dapo", "gspo"]
+    rows = table.set_index("preset")
+    assert rows.loc["grpo", "verdict"] == "reference" and rows.loc["grpo", "mean"] == 0
+    assert rows.loc["dapo", "mean"] == pytest.approx(0.1) and rows.loc["dapo", "verdict"] == "higher"
+    assert (
+        rows.loc["gspo", "verdict"] == "no clear change"
+        and rows.loc["gspo", "lo"] < 0 < rows.loc["gspo", "hi"]
+    )
+    assert rows["pairs"].tolist() == [3, 3, 3]
+
+
+def test_paired_differences_with_one_seed_has_no_interval():
+    table = paired_differences(finals({"grpo": [0.2], "dapo": [0.9]}), "val/accuracy", "preset", "grpo")
+    dapo = table.set_index("preset").loc["dapo"]
+    assert dapo["verdict"] == "too few runs" and math.isnan(dapo["lo"])
+
+
+def test_paired_differences_need_the_reference():
+    with pytest.raises(ValueError, match="reference 'grpo' has no run; groups: dapo"):
+        paired_differences(finals({"dapo": [0.1, 0.2]}), "val/accuracy", "preset", "grpo")
+
+
+def test_study_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_LAB_CACHE", str(tmp_path))
+    assert study_model("my/model", profile("smoke")) == "my/model"
+    assert study_model(None, profile("full")) == "embedded"
+    path = study_model(None, profile("smoke"))
+    assert path == str(smoke_model()) and path.startswith(str(tmp_path))
+    assert AutoModelForCausalLM.from_pretrained(path).num_parameters() < 100_000
+
+
+def test_study_task_takes_a_relative_file_from_the_project_root():
+    from grpo_lab.analysis.plots import project_root
+
+    assert (
+        study_task("file:tests/data/your_task.jsonl")
+        == f"file:{project_root() / 'tests/data/your_task.jsonl'}"
+    )
+    assert study_task("file:/data/x.jsonl") == "file:/data/x.jsonl"
+    assert study_task("judge") == "judge" and study_task("mymod:make") == "mymod:make"
