@@ -700,7 +700,8 @@ def test_bad_jsonl_line_is_named(tmp_path):
 
 
 def test_config_refuses_malformed_task_and_reward_names():
-    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, worked, judge, file:PATH"):
+    valid = "valid: arith, scratchpad, worked, judge, file:PATH"
+    with pytest.raises(ValueError, match=f"unknown task 'nope'; {valid}"):
         preset("grpo", task="nope")
     with pytest.raises(
         ValueError, match="reward 'a:b:c' is neither a name of the task's rewards nor an import"

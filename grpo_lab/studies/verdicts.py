@@ -4,13 +4,12 @@ study base, with arms paired on seeds (the same seed gives every arm the same pr
 streams). Design -> runs -> measures -> table and figure:
 
 - `scheme_points` / `trick_points`: the designs (labelled configurations, seeds set later);
-- `run`: trains or loads both designs over the seeds through the run store;
-- `scores` / `table`: per-run scores (final accuracy, stability, cost, activity) and the verdict table
-  (`analysis.verdicts.compare`);
+- `run`: trains or loads a design over the seeds through the run store;
+- `scheme_scores` / `trick_scores` / `table`: per-run scores (final accuracy, stability, cost,
+  activity) and the verdict table (`analysis.verdicts.compare`);
 - `figure`: the table as a forest plot of effects with their MDEs."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from grpo_lab import profiles
 from grpo_lab.analysis import verdicts
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point, ablation_points
@@ -31,6 +31,20 @@ SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo"
 REFERENCE = "grpo"
 ALL_ON = "all"
 """the leave-one-out reference: every trick on"""
+
+
+def settings(
+    profile: str,
+    seeds: Sequence[int] | None,
+    steps: int | None,
+    full_seeds: Sequence[int],
+    full_steps: int,
+    eval_every: int,
+) -> Profile:
+    """A headline study's profile: under the full profile its own seeds and steps (unless `seeds` or
+    `steps` are given), validated every `eval_every` steps; the smoke profile keeps its own few."""
+    chosen = seeds if seeds is not None else (full_seeds if profile == "full" else None)
+    return profiles.profile(profile, chosen, steps, full_steps=full_steps, eval_every=eval_every)
 
 
 def scheme_points(settings: Profile, schemes: Sequence[str] = SCHEMES, **changes: Any) -> list[Point]:
@@ -50,46 +64,35 @@ def trick_points(settings: Profile, tricks: Sequence[str] | None = None, **chang
     return [Point(p.label, {"arm": p.label}, p.config) for p in points]
 
 
-@dataclass(frozen=True)
-class Runs:
-    schemes: SweepResult
-    tricks: SweepResult
-
-
 def run(
-    settings: Profile,
-    schemes: Sequence[str] = SCHEMES,
-    tricks: Sequence[str] | None = None,
-    root: str | Path | None = None,
-    **options: Any,
-) -> Runs:
-    """Train (or load) both designs over the profile's seeds into `root` (default: the profile's run
-    store); `options` as for `experiments.run_design`."""
-    root = settings.runs_dir() if root is None else root
-    scheme_runs = run_design(scheme_points(settings, schemes), settings.seeds, root, **options)
-    trick_runs = run_design(trick_points(settings, tricks), settings.seeds, root, **options)
-    for name, result in (("scheme", scheme_runs), ("trick", trick_runs)):
-        if len(result.failures):
-            raise RuntimeError(
-                f"{len(result.failures)} {name} runs failed: {result.failures[['label', 'error']]}"
-            )
-    return Runs(scheme_runs, trick_runs)
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) a design over the profile's seeds into `root` (default: the profile's run
+    store); a failed run is an error here: a verdict needs every arm. `options` as for
+    `experiments.run_design`."""
+    result = run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+    if len(result.failures):
+        failed = result.failures[["label", "seed", "error"]].to_string(index=False)
+        raise RuntimeError(f"{len(result.failures)} runs failed:\n{failed}")
+    return result
 
 
-def scores(runs: Runs) -> pd.DataFrame:
-    """One row per run of both designs with its scores and the activity of what it switches on:
-    each scheme's own measure in its runs, every trick's in the runs with all tricks on."""
-    schemes, tricks = _configs(runs.schemes), _configs(runs.tricks)
-    left_out = [t for t in TRICKS if f"-{t}" in tricks]
-    parts = [
-        verdicts.run_scores(runs.schemes.metrics, schemes, {label: [label] for label in schemes}),
-        verdicts.run_scores(runs.tricks.metrics, tricks, {ALL_ON: left_out}),
-    ]
-    return pd.concat(parts, ignore_index=True)
+def scheme_scores(result: SweepResult) -> pd.DataFrame:
+    """One row per scheme run with its scores and its scheme's activity measure."""
+    configs = _configs(result)
+    return verdicts.run_scores(result.metrics, configs, {label: [label] for label in configs})
+
+
+def trick_scores(result: SweepResult) -> pd.DataFrame:
+    """One row per leave-one-out run with its scores; the runs with every trick on also carry every
+    trick's activity measure (where each trick is on)."""
+    configs = _configs(result)
+    return verdicts.run_scores(result.metrics, configs, {ALL_ON: [t for t in TRICKS if f"-{t}" in configs]})
 
 
 def table(scored: pd.DataFrame, margin: float = verdicts.MARGIN) -> pd.DataFrame:
-    """The verdict table: schemes against grpo, then tricks (all on against all but that one)."""
+    """The verdict table of the scored runs (schemes, tricks or both concatenated): schemes against
+    grpo, then tricks (all on against all but that one)."""
     labels = set(scored["label"])
     arms = [(s, "scheme", s, REFERENCE) for s in SCHEMES if s in labels and s != REFERENCE]
     arms += [(t, "trick", ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in labels]
