@@ -19,11 +19,12 @@ import pandas as pd
 
 from grpo_lab import profiles
 from grpo_lab.analysis import verdicts
+from grpo_lab.analysis.plots import project_root
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point, ablation_points
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
-from grpo_lab.runlog import read_config
+from grpo_lab.runlog import read_config, write_text_atomic
 from grpo_lab.studies.base import base
 
 SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo", "cispo")
@@ -90,20 +91,19 @@ def trick_scores(result: SweepResult) -> pd.DataFrame:
     return verdicts.run_scores(result.metrics, configs, {ALL_ON: [t for t in TRICKS if f"-{t}" in configs]})
 
 
-def table(scored: pd.DataFrame, margin: float = verdicts.MARGIN) -> pd.DataFrame:
-    """The verdict table of the scored runs (schemes, tricks or both concatenated): schemes against
-    grpo, then tricks (all on against all but that one)."""
-    labels = set(scored["label"])
+def table(*scored: pd.DataFrame, margin: float = verdicts.MARGIN) -> pd.DataFrame:
+    """The verdict table of the scored runs (`scheme_scores`, `trick_scores`, or both): schemes
+    against grpo, then tricks (all on against all but that one)."""
+    runs = pd.concat(scored, ignore_index=True)
+    labels = set(runs["label"])
     arms = [(s, "scheme", s, REFERENCE) for s in SCHEMES if s in labels and s != REFERENCE]
     arms += [(t, "trick", ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in labels]
-    return verdicts.compare(scored, arms, margin=margin)
+    return verdicts.compare(runs, arms, margin=margin)
 
 
-def figure(
-    verdict_table: pd.DataFrame, steps: int, seeds: int, margin: float = verdicts.MARGIN
-) -> plt.Figure:
+def figure(verdict_table: pd.DataFrame, runs: str, margin: float = verdicts.MARGIN) -> plt.Figure:
     """Effects on final validation accuracy with 95% intervals (bars), the MDE (grey band around 0
-    per row) and the margin (dotted), schemes and tricks."""
+    per row) and the margin (dotted), schemes and tricks; `runs` says what the runs were (steps)."""
     rows = verdict_table.iloc[::-1]
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
     y = np.arange(len(rows))
@@ -117,8 +117,9 @@ def figure(
         ax.axvline(x, color="k", lw=0.8, ls=":")
     ax.set_yticks(y, [f"{r.row} ({r.kind})" for r in rows.itertuples()])
     ax.set_xlabel("paired effect on final validation accuracy (95% t-interval over seeds)")
+    seeds = f"{verdict_table['seeds'].min()}-{verdict_table['seeds'].max()}"
     ax.set_title(
-        f"verdicts: schemes vs grpo, tricks left out of all-on; {steps} steps, {seeds} paired seeds per arm\n"
+        f"schemes vs grpo, tricks left out of all on; {runs}; {seeds} paired seeds per comparison\n"
         f"grey: ± minimum detectable effect (power 0.8); dotted: ± margin {margin}",
         fontsize=9,
     )
@@ -129,3 +130,12 @@ def figure(
 def _configs(result: SweepResult) -> dict[str, dict]:
     """Label -> the config dict of its runs (seeds aside, equal for every run of a label)."""
     return {row.label: read_config(row.path) for row in result.runs.itertuples()}
+
+
+def save_markdown(verdict_table: pd.DataFrame, name: str) -> Path:
+    """Write the table as markdown to figures/<name>.md, next to its figure (the figures index
+    includes it)."""
+    path = project_root() / "figures" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, verdicts.markdown(verdict_table))
+    return path
