@@ -75,6 +75,8 @@ def zero_variance_groups(run: pd.DataFrame) -> float:
 
 def steps_to_accuracy(run: pd.DataFrame) -> float:
     """The first evaluated step at which validation accuracy reaches THRESHOLD (NaN if never)."""
+    if "val/accuracy" not in run:
+        return np.nan
     val = run.dropna(subset=["val/accuracy"]).sort_values("step")
     return steps_to_threshold(val["step"].to_numpy(), val["val/accuracy"].to_numpy(), THRESHOLD)
 
