@@ -97,7 +97,7 @@ def compare(
         column = f"activity:{name}"  # measured where the mechanism is on: the treatment's runs
         act = float(t[column].mean()) if column in t else math.nan
         cost = _paired_cost(t["step_s"], c["step_s"])
-        inert = not (act > 0)
+        inert = act == 0  # NaN: no measure for this row, not an inert one
         rows.append(
             {
                 "row": name,

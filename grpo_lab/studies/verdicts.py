@@ -91,6 +91,18 @@ def trick_scores(result: SweepResult) -> pd.DataFrame:
     return verdicts.run_scores(result.metrics, configs, {ALL_ON: [t for t in TRICKS if f"-{t}" in configs]})
 
 
+def variant_scores(result: SweepResult) -> pd.DataFrame:
+    """One row per run of a design of variants (`studies.variant_points`) with its scores; variants
+    have no activity measure of their own."""
+    return verdicts.run_scores(result.metrics, _configs(result), {})
+
+
+def compare_variants(scored: pd.DataFrame, reference: str, margin: float = verdicts.MARGIN) -> pd.DataFrame:
+    """Every variant against `reference`, paired on seeds (rows in the order the runs came)."""
+    labels = [label for label in scored["label"].unique() if label != reference]
+    return verdicts.compare(scored, [(v, "variant", v, reference) for v in labels], margin=margin)
+
+
 def table(*scored: pd.DataFrame, margin: float = verdicts.MARGIN) -> pd.DataFrame:
     """The verdict table of the scored runs (`scheme_scores`, `trick_scores`, or both): schemes
     against grpo, then tricks (all on against all but that one)."""
