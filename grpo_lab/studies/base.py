@@ -33,15 +33,10 @@ def base(profile: str | Profile = "full", name: str = "grpo", **changes: Any) ->
     bar, then `changes`. Equal arguments give equal configs, so studies that ask for the same runs
     share them through the run store (`Profile.runs_dir()`)."""
     settings = _profile(profile)
-    return preset(
-        name,
-        **TEST_BED,
-        steps=settings.steps,
-        eval_every=settings.eval_every,
-        val_size=settings.val_size,
-        progress=False,
-        **changes,
+    profile_fields = dict(
+        steps=settings.steps, eval_every=settings.eval_every, val_size=settings.val_size, progress=False
     )
+    return preset(name, **{**TEST_BED, **profile_fields, **changes})
 
 
 def _profile(profile: str | Profile) -> Profile:
