@@ -49,3 +49,15 @@ def load(run_dir: str | Path) -> dict[str, Any] | None:
     """The run's last checkpoint, or None when it has none."""
     path = Path(run_dir) / CHECKPOINT
     return torch.load(path, weights_only=False) if path.exists() else None
+
+
+def states(parts: dict[str, Any]) -> dict[str, Any]:
+    """Each part's `state_dict()` by name (None for a part that is None: a trick switched off)."""
+    return {name: part.state_dict() if part is not None else None for name, part in parts.items()}
+
+
+def load_states(parts: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Give each part (not None) its saved state back."""
+    for name, part in parts.items():
+        if part is not None:
+            part.load_state_dict(saved[name])

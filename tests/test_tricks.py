@@ -23,7 +23,7 @@ from grpo_lab.tricks import (
     shape_length,
     still_uniform,
     top_entropy_mask,
-    zero_variance_groups,
+    uniform_groups,
 )
 
 
@@ -34,7 +34,7 @@ def tiny(tiny_config):
 
 
 def params(**kw):
-    base = dict(initial=0.1, final=0.0, target=0.05, growth=0.1, horizon=100, batch_size=10)
+    base = dict(final=0.0, target=0.05, growth=0.1, horizon=100, batch_size=10)
     return KLScheduleParams(**{**base, **kw})
 
 
@@ -94,10 +94,10 @@ def test_batch_normalization_and_clipping():
 
 def test_zero_variance_groups():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
-    assert zero_variance_groups(rewards, 2).tolist() == [True, False, True]
+    assert uniform_groups(rewards, 2).tolist() == [True, False, True]
     ragged = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.5, 0.5])  # groups [1, 1, 1], [0], [0.5, 0.5]... of 3, 1, 2
-    assert zero_variance_groups(ragged, torch.tensor([3, 1, 2])).tolist() == [True, True, True]
-    assert zero_variance_groups(ragged, torch.tensor([2, 2, 2])).tolist() == [True, False, True]
+    assert uniform_groups(ragged, torch.tensor([3, 1, 2])).tolist() == [True, True, True]
+    assert uniform_groups(ragged, torch.tensor([2, 2, 2])).tolist() == [True, False, True]
 
 
 def test_still_uniform_compares_extra_rewards_to_the_first():
