@@ -8,6 +8,7 @@ from torch import Tensor
 
 from grpo_lab import objective as obj
 from grpo_lab.config import Config, field_names
+from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective.advantages import Advantage
 from grpo_lab.objective.aggregation import Aggregation
 from grpo_lab.objective.correction import Correction
@@ -48,6 +49,24 @@ class StepTensors:
         return StepTensors(
             *(None if (v := getattr(self, f)) is None else v[rows] for f in self.__dataclass_fields__)
         )
+
+
+@dataclass
+class FixedLogprobs:
+    """The log-probs (N, T) that stay fixed during one step's updates."""
+
+    old: Tensor | None
+    """old policy, when it can differ from the current one or is needed before the update"""
+    ref: Tensor | None
+    """reference, when the KL uses it"""
+    ref_logsm: Tensor | None
+    """(N, T, V) reference log-softmax, for the exact KL on small vocabularies"""
+    prev: Tensor | None
+    """previous step's policy, for the two-layer KL"""
+
+    @property
+    def passes(self) -> int:
+        return sum(x is not None for x in (self.old, self.ref, self.prev))
 
 
 @dataclass
@@ -146,22 +165,19 @@ class Objective:
 
     def signal(
         self,
-        *,
+        rollout: Rollout,
         rewards: Tensor,
-        lengths: Tensor,
-        mask: Tensor,
-        sampler_logp: Tensor,
-        old_logp: Tensor | None,
-        ref_logp: Tensor | None,
-        prev_logp: Tensor | None,
-        token_credit: Tensor | None,
-        truncated: Tensor,
+        fixed: FixedLogprobs,
         groups: Groups,
+        *,
+        token_credit: Tensor | None,
         kl_coef: float,
     ) -> Signal:
         """The step's training signal from its shaped rewards (N,) and fixed log-probs (N, T): the KL
         folded into the reward when it sits there, the advantages, the sequence weights and, given the
         old policy's log-probs, the sampler importance weights."""
+        mask, lengths, sampler_logp = rollout.completion_mask, rollout.lengths, rollout.sampler_logp  # (N, T)
+        old_logp, ref_logp = fixed.old, fixed.ref
         kl_reward = self.reward_kl(old_logp, ref_logp, mask, kl_coef) if self.kl_in_reward else None  # (N, T)
         adv, stats = self.advantages(rewards, lengths, mask, kl_reward, token_credit, groups)  # (N, T)
         seq_w = self.sequence_weights(
@@ -175,12 +191,12 @@ class Objective:
             stats["kl_reward/mean"] = float((kl_reward * mask).sum(-1).mean())
         fixed = StepTensors(
             adv=adv,
-            mask=self.loss_mask(mask, truncated),
+            mask=self.loss_mask(mask, rollout.truncated),
             seq_weights=seq_w,
             is_weights=is_w,
             old_logp=old_logp,
             ref_logp=ref_logp,
-            prev_logp=prev_logp,
+            prev_logp=fixed.prev,
         )
         return Signal(fixed, kl_reward, stats)
 
@@ -289,12 +305,13 @@ class Objective:
 
     @torch.no_grad()
     def update_stats(
-        self, logp: Tensor, entropy: Tensor, fixed: StepTensors, mask: Tensor, sampler_logp: Tensor
+        self, logp: Tensor, entropy: Tensor, fixed: StepTensors, rollout: Rollout
     ) -> dict[str, float]:
         """What the updates did, from the last pass's log-probs and entropies (N, T) over the tokens the
         policy produced (N, T): the surrogate and KL statistics (`stats`), the two-layer KL, the advantage
         means, and the sampler-trainer gap. With one on-policy update the policy just evaluated is the
         sampler's trainer twin: the IS correction is measured against it."""
+        mask, sampler_logp = rollout.completion_mask, rollout.sampler_logp  # (N, T)
         old = fixed.old_logp if fixed.old_logp is not None else logp  # (N, T)
         out = self.stats(logp, old, fixed.ref_logp, fixed.adv, mask, entropy)
         if fixed.old_logp is None:

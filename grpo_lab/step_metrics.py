@@ -10,6 +10,7 @@ from torch import Tensor
 
 from grpo_lab.analysis.diagnostics import diversity
 from grpo_lab.compose import Objective, StepTensors
+from grpo_lab.config import Config
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import BatchTotals, masked_mean
@@ -79,6 +80,23 @@ def growth_stats(growth: Growth, group_sizes: Tensor) -> dict[str, float]:
         "group_size/extra_completions": float(growth.extra_completions),
         "group_size/extra_tokens": float(growth.extra_tokens),
     }
+
+
+def sampling_metrics(batch: Batch, rewards: Tensor, c: Config, step: int) -> dict[str, float]:
+    """Everything measured on the step's batch before training on it, with its shaped rewards (N,):
+    rewards and groups, each reward function, lengths and sampling, the faults injected, diversity
+    when due, and dynamic group size when on."""
+    scored = batch.scored
+    out = {**group_stats(rewards, scored.groups), **reward_function_stats(scored.per_func)}
+    out.update(scored.fault_stats)
+    out.update(
+        batch_stats(
+            batch, c.group_size, with_diversity=bool(c.diversity_every and step % c.diversity_every == 0)
+        )
+    )
+    if c.dynamic_group_size:
+        out.update(growth_stats(batch.growth, scored.group_sizes))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from grpo_lab import checkpoint
 from grpo_lab.analysis.diagnostics import diagnose
-from grpo_lab.compose import Objective, StepTensors
+from grpo_lab.compose import FixedLogprobs, Objective, StepTensors
 from grpo_lab.config import Config, field_names
 from grpo_lab.devices import autocast, peak_memory_mb, pick_device
 from grpo_lab.evaluation import evaluate
@@ -34,14 +34,7 @@ from grpo_lab.objective import exact_kl, masked_mean
 from grpo_lab.objective.groups import Groups
 from grpo_lab.rollout import Batch, Sampling, sample_batch, token_credit
 from grpo_lab.runlog import RunWriter, environment, read_config, read_jsonl, read_metrics, write_text_atomic
-from grpo_lab.step_metrics import (
-    batch_stats,
-    gradient_cosines,
-    group_stats,
-    growth_stats,
-    loss_components,
-    reward_function_stats,
-)
+from grpo_lab.step_metrics import gradient_cosines, loss_components, sampling_metrics
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.tricks import EntropyController, KLController, KLScheduleParams, LearnableTemperature
 
@@ -111,24 +104,6 @@ def fixed_logprobs(
 
 
 @dataclasses.dataclass
-class Fixed:
-    """The log-probs (N, T) that stay fixed during one step's updates."""
-
-    old: Tensor | None
-    """old policy, when it can differ from the current one or is needed before the update"""
-    ref: Tensor | None
-    """reference, when the KL uses it"""
-    ref_logsm: Tensor | None
-    """(N, T, V) reference log-softmax, for the exact KL on small vocabularies"""
-    prev: Tensor | None
-    """previous step's policy, for the two-layer KL"""
-
-    @property
-    def passes(self) -> int:
-        return sum(x is not None for x in (self.old, self.ref, self.prev))
-
-
-@dataclasses.dataclass
 class Update:
     """What the update passes of one step leave behind."""
 
@@ -143,15 +118,19 @@ class Update:
     t_forward_backward: float
     t_optimizer: float
 
-    def stats(self) -> dict[str, float]:
+    def stats(self, mask: Tensor) -> dict[str, float]:
+        """Mean loss and gradient norm over the optimizer steps, the exact KL over the tokens (N, T)."""
         losses, norms = self.losses, self.grad_norms
-        return {
+        out = {
             "loss": sum(losses) / len(losses) if losses else math.nan,
             "grad_norm": sum(norms) / len(norms) if norms else math.nan,
             "cost/optimizer_steps": len(losses),
             "time/forward_backward_s": self.t_forward_backward,
             "time/optimizer_s": self.t_optimizer,
         }
+        if self.exact_kl is not None:
+            out["kl/exact"] = float(masked_mean(self.exact_kl, mask))
+        return out
 
 
 class Trainer:
@@ -360,17 +339,7 @@ class Trainer:
         #    sequence weights, sampler importance weights
         credit = token_credit(self.task, scored, self.tok) if objective.needs_token_credit else None  # (N, T)
         signal = objective.signal(
-            rewards=rewards,
-            lengths=lengths,
-            mask=mask,
-            sampler_logp=rollout.sampler_logp,
-            old_logp=fixed.old,
-            ref_logp=fixed.ref,
-            prev_logp=fixed.prev,
-            token_credit=credit,
-            truncated=rollout.truncated,
-            groups=groups,
-            kl_coef=self.kl_ctl.coef,
+            rollout, rewards, fixed, groups, token_credit=credit, kl_coef=self.kl_ctl.coef
         )
         entropy_coef = self.ent_ctl.bonus
         if c.grad_cos_every and step % c.grad_cos_every == 0:  # diagnostic: do the loss terms pull apart?
@@ -381,35 +350,23 @@ class Trainer:
         t_train = time.perf_counter()
 
         # 5. controllers see this step's measurements and set the next step's coefficients
-        row.update(
-            objective.update_stats(update.logp, update.entropy, signal.fixed, mask, rollout.sampler_logp)
-        )
+        row.update(objective.update_stats(update.logp, update.entropy, signal.fixed, rollout))
         row.update({"kl/coef": self.kl_ctl.coef, "entropy/coef": entropy_coef})
-        row["entropy"] = float(masked_mean(update.entropy, mask))
+        row["entropy"] = float(masked_mean(update.entropy, mask))  # (N, T) -> scalar
         if fixed.ref is not None:
             self.kl_ctl.update(row["kl"], step, c.steps)
         self.ent_ctl.update(row["entropy"])
 
         # 6. log
-        row.update(group_stats(rewards, groups), **reward_function_stats(scored.per_func))
-        row.update(signal.stats, **length_stats, **scored.fault_stats, **update.stats())
-        row.update(
-            batch_stats(
-                batch, c.group_size, with_diversity=bool(c.diversity_every and step % c.diversity_every == 0)
-            )
-        )
-        if update.exact_kl is not None:
-            row["kl/exact"] = float(masked_mean(update.exact_kl, mask))
-        if c.dynamic_group_size:
-            row.update(growth_stats(batch.growth, scored.group_sizes))
-        row.update(self._cost(fixed, t_step, t_sample, t_logprob, t_train))
+        row.update(sampling_metrics(batch, rewards, c, step), **length_stats, **signal.stats)
+        row.update(update.stats(mask), **self._cost(fixed, t_step, t_sample, t_logprob, t_train))
         self._log(step, row, batch, rewards)
         self.step_index = step + 1
         return row
 
     def _fixed_logprobs(
         self, rollout: Rollout, chunks: list[Tensor], temperatures: Tensor, base_temps: Tensor
-    ) -> Fixed:
+    ) -> FixedLogprobs:
         """The old policy's log-probs (only when they can differ from the current ones or are needed
         before the update; a stale sampler's own under that fault), the reference's (only when the KL
         uses it) and the previous step's policy's (two-layer KL), which then becomes this policy."""
@@ -428,7 +385,7 @@ class Trainer:
                 self.prev_model.load_state_dict(
                     self.model.state_dict()
                 )  # next step's "previous" is this policy
-        return Fixed(old=old, ref=ref, ref_logsm=ref_logsm, prev=prev)
+        return FixedLogprobs(old=old, ref=ref, ref_logsm=ref_logsm, prev=prev)
 
     def _gradient_cosines(
         self, batch: Batch, rewards: Tensor, fixed: StepTensors, chunks: list[Tensor], entropy_coef: float
@@ -459,7 +416,9 @@ class Trainer:
             parts=parts,
         )
 
-    def _cost(self, fixed: Fixed, t_step: float, t_sample: float, t_logprob: float, t_train: float) -> dict:
+    def _cost(
+        self, fixed: FixedLogprobs, t_step: float, t_sample: float, t_logprob: float, t_train: float
+    ) -> dict:
         """The step's time, passes and memory."""
         c = self.config
         row: dict[str, Any] = {
