@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo_lab.runlog import read_config
+
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -43,6 +45,18 @@ def save(run_dir: str | Path, state: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def to_resume(run_dir: str | Path | None, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint a resumed run continues from (None when the run wrote none); refuses a run
+    directory whose starting config differs from `config` (a `Config.to_dict()`)."""
+    if run_dir is None:
+        raise ValueError("resume needs the run directory (out) of the interrupted run")
+    saved = load(run_dir)
+    if saved is not None and read_config(run_dir) != config:
+        differ = sorted(k for k, v in read_config(run_dir).items() if config.get(k) != v)
+        raise ValueError(f"cannot resume {run_dir}: its config differs from this one in {differ}")
+    return saved
 
 
 def load(run_dir: str | Path) -> dict[str, Any] | None:

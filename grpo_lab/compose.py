@@ -1,7 +1,8 @@
 """The one place where the objective's pieces are composed. Each axis is looked up once in its
 registry by the name the config gives; nothing else in the package branches on a variant."""
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -46,9 +47,10 @@ class StepTensors:
     """(N, T) previous step's policy, for the two-layer KL"""
 
     def select(self, rows: Tensor) -> "StepTensors":
-        return StepTensors(
-            *(None if (v := getattr(self, f)) is None else v[rows] for f in self.__dataclass_fields__)
-        )
+        cut: dict[str, Any] = {
+            f: None if (v := getattr(self, f)) is None else v[rows] for f in self.__dataclass_fields__
+        }
+        return replace(self, **cut)
 
 
 @dataclass
@@ -178,7 +180,9 @@ class Objective:
         old policy's log-probs, the sampler importance weights."""
         mask, lengths, sampler_logp = rollout.completion_mask, rollout.lengths, rollout.sampler_logp  # (N, T)
         old_logp, ref_logp = fixed.old, fixed.ref
-        kl_reward = self.reward_kl(old_logp, ref_logp, mask, kl_coef) if self.kl_in_reward else None  # (N, T)
+        kl_reward = None  # (N, T) when the KL sits in the reward: old and reference log-probs are then there
+        if self.kl_in_reward and old_logp is not None and ref_logp is not None:
+            kl_reward = self.reward_kl(old_logp, ref_logp, mask, kl_coef)
         adv, stats = self.advantages(rewards, lengths, mask, kl_reward, token_credit, groups)  # (N, T)
         seq_w = self.sequence_weights(
             lengths, rewards, groups
@@ -189,7 +193,7 @@ class Objective:
             stats.update({k: float(v) for k, v in is_stats.items()})
         if kl_reward is not None:
             stats["kl_reward/mean"] = float((kl_reward * mask).sum(-1).mean())
-        fixed = StepTensors(
+        tensors = StepTensors(
             adv=adv,
             mask=self.loss_mask(mask, rollout.truncated),
             seq_weights=seq_w,
@@ -198,7 +202,7 @@ class Objective:
             ref_logp=ref_logp,
             prev_logp=fixed.prev,
         )
-        return Signal(fixed, kl_reward, stats)
+        return Signal(tensors, kl_reward, stats)
 
     def reward_kl(self, old_logp: Tensor, ref_logp: Tensor, mask: Tensor, kl_coef: float) -> Tensor:
         """Per-token KL penalty folded into the reward (zero unless the placement is 'reward'): (N, T)."""

@@ -119,7 +119,8 @@ def repeat_samples(
     within.scatter_(1, targets, source.expand(-1, k))  # (B, G) row -> row it copies, within the group
     index = (within + group_size * torch.arange(n_groups)[:, None]).reshape(-1)  # (N,)
     index = index.to(completion_ids.device)
-    return tuple(t[index] for t in tensors), {"fault/repeat_frac": k / group_size}
+    repeated = (completion_ids[index], completion_mask[index], sampler_logp[index], truncated[index])
+    return repeated, {"fault/repeat_frac": k / group_size}
 
 
 def junk_padding(

@@ -163,6 +163,7 @@ def gradient_cosines(
         for rows in chunks:
             logits = completion_logits(model, rollout.select(rows), temperatures[rows])  # (n, T, V)
             logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows])  # (n, T)
+            assert logp is not None  # the tokens were given
             entropy = entropy if part.entropy_coef else entropy.detach()
             loss = objective.loss(logp, entropy, alone.select(rows), totals, part.kl_coef, part.entropy_coef)
             loss.backward()

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pandas as pd
 import torch
@@ -33,7 +33,7 @@ from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import exact_kl, masked_mean
 from grpo_lab.objective.groups import Groups
 from grpo_lab.rollout import Batch, Sampling, sample_batch, token_credit
-from grpo_lab.runlog import RunWriter, environment, read_config, read_jsonl, read_metrics, write_text_atomic
+from grpo_lab.runlog import RunWriter, environment, read_jsonl, read_metrics, write_text_atomic
 from grpo_lab.step_metrics import gradient_cosines, loss_components, sampling_metrics
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.tricks import EntropyController, KLController, KLScheduleParams, LearnableTemperature
@@ -157,12 +157,7 @@ class Trainer:
         resume: bool = False,
     ) -> None:
         c = config
-        if resume and out is None:
-            raise ValueError("resume needs the run directory (out) of the interrupted run")
-        saved = checkpoint.load(out) if resume and out is not None else None
-        if saved is not None and read_config(out) != c.to_dict():
-            differ = sorted(k for k, v in read_config(out).items() if c.to_dict().get(k) != v)
-            raise ValueError(f"cannot resume {out}: its config differs from this one in {differ}")
+        saved = checkpoint.to_resume(out, c.to_dict()) if resume else None
         if c.torch_threads:
             torch.set_num_threads(c.torch_threads)
         torch.manual_seed(c.seed)
@@ -177,7 +172,8 @@ class Trainer:
         self.policy = load_policy(
             c.model, c.task, c.task_digits or None, device, c.lora, c.lora_r, c.lora_alpha, c.uses_reference
         )
-        self.model, self.tok = self.policy.model, self.policy.tokenizer
+        self.model = self.policy.model
+        self.tok = cast(Any, self.policy.tokenizer)  # a Hugging Face tokenizer
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.tau = LearnableTemperature().to(device) if c.learnable_temperature else None
         self.optimizer = self._optimizer()
@@ -215,7 +211,7 @@ class Trainer:
             self.reward_weights,
         )
         self.exact = len(self.tok) <= EXACT_KL_MAX_VOCAB
-        rows: list[dict] = read_metrics(out).to_dict("records") if self.step_index else []
+        rows = read_metrics(self.out).to_dict("records") if self.step_index and self.out is not None else []
         self.rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop NaN fill of absent metrics
         self.finished = False
         self.bar = tqdm(
@@ -476,7 +472,7 @@ class Trainer:
             self.kl_ctl.set_coef(new.kl_coef, self.step_index)
         event = {"step": self.step_index, "event": "reconfigure", "changes": diff}
         self.events.append(event)
-        if self.writer is not None:
+        if self.out is not None:
             with open(self.out / EVENTS, "a") as f:
                 f.write(json.dumps(event) + "\n")
         return new
@@ -527,6 +523,7 @@ class Trainer:
                 if tau is not None:
                     logits = logits / tau()  # the trainable temperature gets its gradient here
                 logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows_])  # (n, T)
+                assert logp is not None  # the tokens were given
                 entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
                 loss = self.objective.loss(
                     logp, entropy, fixed.select(rows_), totals, self.kl_ctl.coef, entropy_coef
@@ -535,7 +532,7 @@ class Trainer:
                 loss_sum += loss.item()
                 logp_full[rows_] = logp.detach()
                 entropy_full[rows_] = entropy.detach()
-                if exact_full is not None:
+                if exact_full is not None and ref_logsm is not None:
                     exact_full[rows_] = exact_kl(logits.detach(), ref_logsm[rows_])
             t1 = time.perf_counter()
             norm = torch.nn.utils.clip_grad_norm_(
@@ -564,7 +561,7 @@ class Trainer:
         self.rows.append(row)
         for callback in self.callbacks:
             callback.on_step(step, row)
-        if self.writer is not None:
+        if self.writer is not None and self.out is not None:
             self.writer.log(row)
             if step % c.samples_every == 0:
                 self.writer.samples(step, examples(batch, rewards)[: c.samples_per_log])
