@@ -143,16 +143,6 @@ PRESETS["all_tricks"] = Preset(
 )
 
 
-def leave_one_out(base: Config, components: dict[str, dict[str, Any]] = TRICKS) -> dict[str, Config]:
-    """From a config with every component on, one config per component with that one switched back
-    to grpo's values (label "-name"), plus the base itself (label "all")."""
-    defaults = Config().to_dict()
-    out = {"all": base}
-    for name, changes in components.items():
-        out[f"-{name}"] = base.replace(**{k: defaults[k] for k in changes})
-    return out
-
-
 def preset(name: str, **overrides: Any) -> Config:
     """The config of a named method, with any field overridden."""
     if name not in PRESETS:

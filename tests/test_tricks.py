@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from grpo_lab import preset, train, trainer
-from grpo_lab.presets import PRESETS, TRICKS, leave_one_out
+from grpo_lab.experiments.designs import ablation_points
+from grpo_lab.presets import PRESETS, TRICKS
 from grpo_lab.tasks import make_task
 from grpo_lab.tricks import (
     KL_TOKEN_WEIGHTS,
@@ -133,7 +134,7 @@ def test_all_tricks_is_the_union_and_leave_one_out_resets_each():
     for changes in TRICKS.values():
         for key, value in changes.items():
             assert getattr(all_on, key) == value
-    children = leave_one_out(all_on)
+    children = {point.label: point.config for point in ablation_points(all_on, TRICKS)}
     assert set(children) == {"all", *(f"-{n}" for n in TRICKS)}
     off = children["-dynamic_sampling"]
     assert not off.dynamic_sampling and off.learnable_temperature
