@@ -122,8 +122,11 @@ def off(kl: Tensor, coef: float, mask: Tensor) -> KLTerms:
 
 
 def placement_site(placement: str) -> str | None:
-    """Where the named placement puts the KL: "loss", "reward", or None when it is off. Read from what
-    the registered placement returns, so the registry stays the one place that knows."""
+    """Where the named placement puts the KL: "loss", "reward", or None when it is off or unknown (the
+    config's validation names the valid ones). Read from what the registered placement returns, so the
+    registry stays the one place that knows."""
+    if placement not in KL_PLACEMENTS:
+        return None
     terms = KL_PLACEMENTS.get(placement)(torch.zeros(1), 1.0, torch.ones(1))
     return "loss" if terms.loss is not None else "reward" if terms.reward is not None else None
 
