@@ -312,7 +312,7 @@ def _finding(rule: str, level: Level, message: str, steps: tuple[int, int], evid
 # --- rules: each reads a RunView and returns its findings ------------------------------------------
 
 
-def clip_rate(run: RunView) -> list[Finding]:
+def rule_clip_rate(run: RunView) -> list[Finding]:
     """[D1 sec. 4.4, 7] Clip rate persistently high: in some window of `clip_window` steps, at least
     `clip_persist_frac` of the steps clip more than `clip_rate_high` of the tokens."""
     th, s = run.th, _series(run.metrics, "clip_ratio/region_mean")
@@ -332,7 +332,7 @@ def clip_rate(run: RunView) -> list[Finding]:
     return [_finding("clip_rate", "warning", message, _span(window), evidence)]
 
 
-def importance_ratio(run: RunView) -> list[Finding]:
+def rule_importance_ratio(run: RunView) -> list[Finding]:
     """[D1 sec. 4.4] The importance ratio's distribution: its mean away from 1 (median |ratio/mean - 1|
     above `ratio_mean_tol`) or its spread too large (median ratio/std above `ratio_std_max`)."""
     th = run.th
@@ -348,7 +348,7 @@ def importance_ratio(run: RunView) -> list[Finding]:
     return [_finding("importance_ratio", "warning", message, _span(mean), evidence)]
 
 
-def kl_drift(run: RunView) -> list[Finding]:
+def rule_kl_drift(run: RunView) -> list[Finding]:
     """[D2 sec. 4.1] KL rising without levelling off: over the last half the slope is positive with
     t >= `kl_drift_t`, and the last quarter still exceeds the third by `kl_drift_growth` (no plateau)."""
     th, s = run.th, _series(run.metrics, "kl")
@@ -369,7 +369,7 @@ def kl_drift(run: RunView) -> list[Finding]:
     return [_finding("kl_drift", "warning", message, _span(half), evidence)]
 
 
-def kl_volatility(run: RunView) -> list[Finding]:
+def rule_kl_volatility(run: RunView) -> list[Finding]:
     """[D2 sec. 4.1; D1 sec. 4.2, 7] KL volatile: after the first `kl_warmup_frac` of the run, the std
     of the step-to-step KL changes exceeds `kl_volatility_max` times the mean KL level."""
     th, s = run.th, _series(run.metrics, "kl")
@@ -387,7 +387,7 @@ def kl_volatility(run: RunView) -> list[Finding]:
     return [_finding("kl_volatility", "warning", message, _span(tail), evidence)]
 
 
-def entropy(run: RunView) -> list[Finding]:
+def rule_entropy(run: RunView) -> list[Finding]:
     """[D1 sec. 4.2, 9; D2 sec. 2.2, 4.2] Entropy falling too fast: below `entropy_collapse_frac` of its
     start within the first `entropy_collapse_within` of the run; or rising without bound: the end above
     `entropy_rise_factor` times the start and still above the window before it."""
@@ -418,7 +418,7 @@ def entropy(run: RunView) -> list[Finding]:
     return []
 
 
-def grad_spikes(run: RunView) -> list[Finding]:
+def rule_grad_spikes(run: RunView) -> list[Finding]:
     """[D1 sec. 4.2, 6] Gradient-norm spikes: steps above median + `grad_spike_k` x MAD and above
     `grad_spike_ratio` x the median; reports their count and steps."""
     th, s = run.th, _series(run.metrics, "grad_norm")
@@ -437,7 +437,7 @@ def grad_spikes(run: RunView) -> list[Finding]:
     return [_finding("grad_spikes", "warning", message, (steps[0], steps[-1]), evidence)]
 
 
-def zero_variance_groups(run: RunView) -> list[Finding]:
+def rule_zero_variance_groups(run: RunView) -> list[Finding]:
     """[D1 sec. 4.3, 7, 8] Too many groups without reward variance (no learning signal): the mean
     `frac_reward_zero_std` exceeds `zero_std_max`."""
     th, s = run.th, _series(run.metrics, "frac_reward_zero_std")
@@ -451,7 +451,7 @@ def zero_variance_groups(run: RunView) -> list[Finding]:
     return [_finding("zero_variance_groups", "warning", message, _span(s), evidence)]
 
 
-def mode_collapse(run: RunView) -> list[Finding]:
+def rule_mode_collapse(run: RunView) -> list[Finding]:
     """[D2 sec. 4.2, 2.2] Diversity within groups lost: at the end, at least `identical_group_max` of the
     groups are all-identical, or within-group distinct-2 fell below `distinct_drop_frac` of its start."""
     th, m = run.th, run.metrics
@@ -485,7 +485,7 @@ def _sample_groups(samples: list[dict]) -> tuple[list[list[str]], tuple[int, int
     return list(by_prompt.values()), (min(late), max(late))
 
 
-def template_collapse(run: RunView) -> list[Finding]:
+def rule_template_collapse(run: RunView) -> list[Finding]:
     """[D2 sec. 4.2] Collapse into one template: the same completion answers many different prompts.
     Reads `diversity/template_frac` (end window mean >= `template_max`); without it, the completions in
     samples.jsonl over the last half of the sampled steps (at least `template_min_prompts` prompts)."""
@@ -508,7 +508,7 @@ def template_collapse(run: RunView) -> list[Finding]:
     ]
 
 
-def length(run: RunView) -> list[Finding]:
+def rule_length(run: RunView) -> list[Finding]:
     """[D2 sec. 1.2, 2.1; D1 sec. 7] Mean completion length exploding (end above `length_growth_max` x
     start) or collapsing (end below `length_shrink_min` x start)."""
     th, s = run.th, _series(run.metrics, "completions/mean_length")
@@ -528,7 +528,7 @@ def length(run: RunView) -> list[Finding]:
     ]
 
 
-def truncation(run: RunView) -> list[Finding]:
+def rule_truncation(run: RunView) -> list[Finding]:
     """[D2 sec. 1.2, 2.1] Many completions cut at the length budget: the end window's mean
     `completions/clipped_ratio` exceeds `truncation_max`."""
     th, s = run.th, _series(run.metrics, "completions/clipped_ratio")
@@ -542,7 +542,7 @@ def truncation(run: RunView) -> list[Finding]:
     return [_finding("truncation", "warning", message, _span(s.iloc[-w:]), {"clipped_ratio_end": end})]
 
 
-def validation_stall(run: RunView) -> list[Finding]:
+def rule_validation_stall(run: RunView) -> list[Finding]:
     """[D1 sec. 6.4, 10] Training does not carry over to validation: the best `val/accuracy` of the
     second half of the run beats the first measurement by less than `val_gain_min` (the signature of
     noisy or flipped rewards, a learning rate too low or too high, or groups without signal)."""
@@ -560,7 +560,7 @@ def validation_stall(run: RunView) -> list[Finding]:
     ]
 
 
-def kl_reward_scale(run: RunView) -> list[Finding]:
+def rule_kl_reward_scale(run: RunView) -> list[Finding]:
     """[D1 sec. 4.2, 7] KL moved into the reward changes the reward scale: with kl_placement "reward"
     (or no config), the median per-step |kl_reward/mean| / reward_std exceeds `kl_reward_scale_max`."""
     th = run.th
@@ -585,7 +585,7 @@ def kl_reward_scale(run: RunView) -> list[Finding]:
     return [_finding("kl_reward_scale", "warning", message, _span(penalty), evidence)]
 
 
-def sampler_mismatch(run: RunView) -> list[Finding]:
+def rule_sampler_mismatch(run: RunView) -> list[Finding]:
     """[D2 sec. 1.2 (stale-policy bias); D1 sec. 4.4] Sampler and trainer disagree: the median
     is/logp_gap_mean exceeds `logp_gap_max`, or the median is/ess falls below `ess_min`."""
     th = run.th
@@ -615,7 +615,7 @@ def _longest_run(flags: np.ndarray) -> tuple[int, int]:
     return best, best_end
 
 
-def conflicting_objectives(run: RunView) -> list[Finding]:
+def rule_conflicting_objectives(run: RunView) -> list[Finding]:
     """[D2 sec. 4.3] Two objectives pulling apart: the mean of a `grad_cos/<a>__<b>` column over
     `grad_cos_min_points` consecutive logged values falls below `grad_cos_min` (a single noisy value
     near zero does not break a sustained disagreement, and one bad value does not make one)."""
@@ -644,7 +644,7 @@ def conflicting_objectives(run: RunView) -> list[Finding]:
     return found
 
 
-def nonfinite(run: RunView) -> list[Finding]:
+def rule_nonfinite(run: RunView) -> list[Finding]:
     """[D2 sec. 2.1, 5] Non-finite values: steps skipped for a non-finite loss or gradient
     (`nonfinite/skipped_steps` > 0) are a warning; a non-finite loss, gradient norm, entropy or KL on
     any other training step is an error (the logs store non-finite numbers as null)."""
@@ -672,22 +672,22 @@ def nonfinite(run: RunView) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (
-    nonfinite,
-    template_collapse,
-    mode_collapse,
-    entropy,
-    kl_drift,
-    kl_volatility,
-    kl_reward_scale,
-    clip_rate,
-    importance_ratio,
-    sampler_mismatch,
-    grad_spikes,
-    zero_variance_groups,
-    length,
-    truncation,
-    conflicting_objectives,
-    validation_stall,
+    rule_nonfinite,
+    rule_template_collapse,
+    rule_mode_collapse,
+    rule_entropy,
+    rule_kl_drift,
+    rule_kl_volatility,
+    rule_kl_reward_scale,
+    rule_clip_rate,
+    rule_importance_ratio,
+    rule_sampler_mismatch,
+    rule_grad_spikes,
+    rule_zero_variance_groups,
+    rule_length,
+    rule_truncation,
+    rule_conflicting_objectives,
+    rule_validation_stall,
 )
 """Every rule `diagnose` runs."""
 
