@@ -1,6 +1,6 @@
-"""Fault injectors: pure, seeded transformations of one step's rewards and completions, for the
-evaluation documents' anomaly injection ("construct reward noise, extremely long answers, repeated
-samples, and check each scheme's fault tolerance").
+"""Fault injectors: pure, seeded transformations of one step's rewards and completions, for fault
+injection (docs/sources.md, Evaluation guide §6.4: reward noise, extremely long answers, repeated
+samples, to check each scheme's fault tolerance), and the sampler that lags or loses precision.
 
 Every injector takes its own `torch.Generator` and returns (new values, stats) where the stats are
 `fault/...` floats for the run log. Inputs are never modified in place. Give the injectors a generator

@@ -137,8 +137,8 @@ TRICKS: dict[str, dict[str, Any]] = {
 Group reward normalization itself is the advantage axis (`grpo` on, `dr_grpo` off)."""
 
 PRESETS["all_tricks"] = Preset(
-    "Every compatible trick of the second seed document switched on at once over grpo, the "
-    "starting point of its 'all on, then remove one at a time' study.",
+    "Every compatible trick switched on at once over grpo: the starting point of the 'all on, then "
+    "remove one at a time' study (docs/sources.md, Tricks review §5).",
     {k: v for changes in TRICKS.values() for k, v in changes.items()},
 )
 

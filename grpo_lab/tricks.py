@@ -1,4 +1,4 @@
-"""Training tricks the second seed document evaluates, each switched by its own config fields.
+"""Training tricks (docs/sources.md, Tricks review §2, §3.1), each switched by its own config fields.
 Pure functions take what they need and return what they change; controllers are small state
 machines with explicit state (so they checkpoint). Nothing here reaches into the trainer."""
 
@@ -65,7 +65,7 @@ def linear(ctl: "KLController", kl: float, step: int, steps: int) -> float:
 @KL_SCHEDULES.register("threshold")
 def threshold(ctl: "KLController", kl: float, step: int, steps: int) -> float:
     """Raise the coefficient slowly, and only while the KL exceeds the bound; otherwise keep it:
-    intervene only when needed (Evaluation guide §4.2 Training stability)."""
+    intervene only when needed (Tricks review §2.1, the most stable of the schedules compared there)."""
     p = ctl.params
     return ctl.coef * (1 + p.growth) if kl > p.target else ctl.coef
 
@@ -193,7 +193,7 @@ def shape_length(
 
 def batch_normalize(adv: Tensor, eps: float) -> Tensor:
     """Global reward normalization on top of group normalization: whiten the sequence advantages
-    (N,) over the whole batch (the second seed paper reports it harmful for GRPO)."""
+    (N,) over the whole batch (Tricks review §2.2 reports it harmful for GRPO)."""
     return (adv - adv.mean()) / (adv.std() + eps) if adv.numel() > 1 else adv
 
 
@@ -247,7 +247,7 @@ def uniform(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
 @KL_TOKEN_WEIGHTS.register("entropy")
 def by_entropy(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
     """Dynamic KL: risky (high-entropy) tokens get a stronger penalty, w = 1 + alpha H / mean(H),
-    renormalized to mean 1 over valid tokens (the second seed paper's dynamic regularization)."""
+    renormalized to mean 1 over valid tokens (Tricks review §2.3 Two-layer KL and dynamic regularization)."""
     w = 1 + alpha * entropy / masked_mean(entropy, mask).clamp(min=1e-8)  # (N, T)
     return w / masked_mean(w, mask).clamp(min=1e-8) * mask
 
