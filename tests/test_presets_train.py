@@ -65,7 +65,9 @@ def test_all_tricks_and_every_leave_one_out_child_train_50_steps(embedded_arith_
         label, config = point.label, point.config
         df = train(config)
         steps = df.dropna(subset=["reward"])
-        print(f"{label:24s} reward(last 10) {steps['reward'].tail(10).mean():.3f} "
-              f"val/accuracy {df['val/accuracy'].iloc[-1]:.3f}")  # fmt: skip
+        print(
+            f"{label:24s} reward(last 10) {steps['reward'].tail(10).mean():.3f} "
+            f"val/accuracy {df['val/accuracy'].iloc[-1]:.3f}"
+        )
         assert len(steps) == 50 and df["step"].iloc[-1] == 50, label
         assert all(math.isfinite(v) for v in steps["loss"]), label

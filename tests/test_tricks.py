@@ -74,8 +74,9 @@ def test_adaptive_entropy_steers_toward_target():
 def test_length_shaping_hand_values():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
     lengths = torch.tensor([4.0, 20.0, 22.0, 24.0])
-    shaped, stats = shape_length(rewards, lengths, max_len=24, penalty=0.0, norm_ref=0,
-                                 overlong_buffer=8, overlong_factor=1.0)  # fmt: skip
+    shaped, stats = shape_length(
+        rewards, lengths, max_len=24, penalty=0.0, norm_ref=0, overlong_buffer=8, overlong_factor=1.0
+    )
     # DAPO: penalty -(L - (24 - 8)) / 8 for L > 16
     assert shaped.tolist() == pytest.approx([1.0, 0.5, -0.75, 0.0])
     assert stats["length/overlong_frac"] == pytest.approx(0.75)
@@ -226,8 +227,14 @@ def test_dynamic_group_size_grows_uniform_groups_until_a_reward_differs(
 ):
     """Four prompts of 4 completions: the first varies at once, the second after one extra round, the
     last two never do and grow to group_size_max = 12. Their rows come back contiguous."""
-    changes = dict(steps=1, eval_every=1, dynamic_group_size=True, group_size_max=12, samples_every=1,
-                   samples_per_log=100)  # fmt: skip
+    changes = dict(
+        steps=1,
+        eval_every=1,
+        dynamic_group_size=True,
+        group_size_max=12,
+        samples_every=1,
+        samples_per_log=100,
+    )
     config = tiny_config(**PRESETS[name].changes, **changes)
     prompts = [ex.prompt for ex in make_task("judge").batch(config.seed, 0, 4)]
     monkeypatch.setattr(trainer, "make_task", scripted_judge(dict(zip(prompts, [1, 2, 0, 0]))))
