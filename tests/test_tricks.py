@@ -60,6 +60,25 @@ def test_linear_kl_reaches_final():
     assert values == pytest.approx([0.075, 0.05, 0.025, 0.0])
 
 
+def test_kl_coefficient_set_during_the_run_restarts_the_linear_schedule_and_round_trips():
+    ctl = KLController(0.1, "linear", params())
+    ctl.update(0.0, 0, 4)
+    ctl.set_coef(0.5, step=2)  # from 0.5 at step 2 to final 0.0 at step 4
+    assert ctl.coef == 0.5 and [ctl.update(0.0, s, 4) for s in (2, 3)] == pytest.approx([0.25, 0.0])
+    copy = KLController(0.1, "linear", params())
+    copy.load_state_dict(ctl.state_dict())
+    assert copy == ctl
+
+
+def test_entropy_controller_bonus_and_state():
+    ctl = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.1)
+    ctl.update(0.9)  # above target: no bonus next step
+    assert ctl.bonus == 0.0
+    copy = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.1)
+    copy.load_state_dict(ctl.state_dict())
+    assert (copy.coef, copy.active) == (pytest.approx(0.005), False)
+
+
 def test_adaptive_entropy_steers_toward_target():
     ctl = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.012)
     ctl.update(0.2)  # below target: stronger bonus, capped
