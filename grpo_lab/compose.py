@@ -1,5 +1,7 @@
 """The one place where the objective's pieces are composed. Each axis is looked up once in its
-registry by the name the config gives; nothing else in the package branches on a variant."""
+registry by the name the config gives; nothing else in the package branches on a variant. The tricks
+that change the training signal (length shaping, the truncation mask, advantage whitening and
+clipping, entropy-selected tokens, KL token weights) enter here too."""
 
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -285,7 +287,9 @@ class Objective:
         entropy_coef: float,
     ) -> Tensor:
         """The scalar loss of a micro-batch; summed over micro-batches it is the full-batch loss.
-        `entropy` (n, T) carries a gradient only when the entropy bonus is on."""
+        `entropy` (n, T) carries a gradient only when the entropy bonus is on. The coefficients are the
+        live ones, the controllers' (`tricks.KLController`, `tricks.EntropyController`): the config's
+        kl_coef and entropy_coef are only where they start, so the objective never reads them."""
         c = self.config
         old = t.old_logp if t.old_logp is not None else logp.detach()
         policy_mask = top_entropy_mask(entropy.detach(), t.mask, c.top_entropy_frac)  # (n, T)
