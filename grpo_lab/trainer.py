@@ -7,7 +7,6 @@ time and takes live changes between steps; `train` runs it through."""
 
 import copy
 import dataclasses
-import functools
 import json
 import math
 import time
@@ -170,7 +169,14 @@ class Trainer:
         reward_names = c.rewards or task.default_rewards
         self._check_rewards(task, reward_names)
         self.policy = load_policy(
-            c.model, c.task, c.task_digits or None, device, c.lora, c.lora_r, c.lora_alpha, c.uses_reference
+            c.model,
+            c.task,
+            c.task_digits or None,
+            device,
+            lora=c.lora,
+            lora_r=c.lora_r,
+            lora_alpha=c.lora_alpha,
+            need_reference=c.uses_reference,
         )
         self.model = self.policy.model
         self.tok = cast(Any, self.policy.tokenizer)  # a Hugging Face tokenizer
@@ -200,16 +206,7 @@ class Trainer:
         if saved is not None:
             self._restore(saved)
         self.writer = self._open_run_log(c, resume)
-        self.validate = functools.partial(
-            evaluate,
-            self.model,
-            self.tok,
-            task,
-            task.validation(c.val_size),
-            c.max_completion_length,
-            reward_names,
-            self.reward_weights,
-        )
+        self.reward_names, self.val_set = tuple(reward_names), task.validation(c.val_size)
         self.exact = len(self.tok) <= EXACT_KL_MAX_VOCAB
         rows = read_metrics(self.out).to_dict("records") if self.step_index and self.out is not None else []
         self.rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop NaN fill of absent metrics
@@ -220,6 +217,18 @@ class Trainer:
             desc=f"{c.preset} seed {c.seed}",
             disable=not c.progress,
             leave=False,
+        )
+
+    def validate(self) -> dict[str, float]:
+        """Greedy decoding on the task's validation set: `val/accuracy` and `val/reward`."""
+        return evaluate(
+            self.model,
+            self.tok,
+            self.task,
+            self.val_set,
+            max_new_tokens=self.config.max_completion_length,
+            reward_names=self.reward_names,
+            reward_weights=self.reward_weights,
         )
 
     def _check_rewards(self, task: Task, reward_names: Sequence[str]) -> None:
