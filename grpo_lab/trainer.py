@@ -29,7 +29,7 @@ from grpo_lab.faults import Sampler
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
 from grpo_lab.models.sampler import Rollout
-from grpo_lab.objective import exact_kl, masked_mean
+from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.objective.groups import Groups
 from grpo_lab.rollout import Batch, Sampling, sample_batch, token_credit
 from grpo_lab.runlog import RunWriter, environment, read_jsonl, read_metrics, write_text_atomic
@@ -117,6 +117,12 @@ class Update:
     t_forward_backward: float
     t_optimizer: float
 
+    @staticmethod
+    def buffers(mask: Tensor, exact: bool) -> "Update":
+        """Zeroed per-token buffers (N, T) shaped like the mask, for the update passes to fill."""
+        exact_kl = torch.zeros_like(mask) if exact else None
+        return Update([], [], torch.zeros_like(mask), torch.zeros_like(mask), exact_kl, 0.0, 0.0)
+
     def stats(self, mask: Tensor) -> dict[str, float]:
         """Mean loss and gradient norm over the optimizer steps, the exact KL over the tokens (N, T)."""
         losses, norms = self.losses, self.grad_norms
@@ -130,6 +136,20 @@ class Update:
         if self.exact_kl is not None:
             out["kl/exact"] = float(masked_mean(self.exact_kl, mask))
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateInputs:
+    """What every micro-batch of one step's updates reads."""
+
+    rollout: Rollout
+    temperatures: Tensor
+    """(N,) each row's sampling temperature, without the learned factor"""
+    fixed: StepTensors
+    entropy_coef: float
+    """the entropy bonus of this step (0 when off)"""
+    ref_logsm: Tensor | None
+    """(N, T, V) reference log-softmax, for the exact KL on small vocabularies"""
 
 
 class Trainer:
@@ -513,12 +533,10 @@ class Trainer:
         whole groups; each mini-batch is one clipped optimizer step, its gradient accumulated over
         micro-batches and normalized by that mini-batch's totals. A non-finite loss or gradient
         stops the run or, with skip_nonfinite, skips the rest of the step's updates (counted)."""
-        c, model, tau = self.config, self.model, self.tau
+        c = self.config
         mask = rollout.completion_mask  # (N, T)
-        losses, grad_norms, t_fb, t_opt = [], [], 0.0, 0.0
-        logp_full = torch.zeros_like(mask)  # (N, T) detached, for whole-batch statistics
-        entropy_full = torch.zeros_like(mask)  # (N, T)
-        exact_full = torch.zeros_like(mask) if ref_logsm is not None else None  # (N, T)
+        update = Update.buffers(mask, exact=ref_logsm is not None)  # filled by the passes, the last one's
+        inputs = UpdateInputs(rollout, temperatures, fixed, entropy_coef, ref_logsm)
         minis = mini_batches(groups, len(mask), c.num_mini_batches)
         for rows, mini_groups in (m for _ in range(c.num_iterations) for m in minis):
             t0 = time.perf_counter()
@@ -526,42 +544,54 @@ class Trainer:
             totals = self.objective.totals(fixed.mask[rows], mini_groups)  # this mini-batch's normalizers
             loss_sum = 0.0
             for chunk in micro_batches(len(rows), c.micro_batch_size):
-                rows_ = rows[chunk]
-                with autocast(self.device):
-                    logits = completion_logits(model, rollout.select(rows_), temperatures[rows_])  # (n, T, V)
-                if tau is not None:
-                    logits = logits / tau()  # the trainable temperature gets its gradient here
-                logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows_])  # (n, T)
-                assert logp is not None  # the tokens were given
-                entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
-                loss = self.objective.loss(
-                    logp, entropy, fixed.select(rows_), totals, self.kl_ctl.coef, entropy_coef
-                )
-                loss.backward()
-                loss_sum += loss.item()
-                logp_full[rows_] = logp.detach()
-                entropy_full[rows_] = entropy.detach()
-                if exact_full is not None and ref_logsm is not None:
-                    exact_full[rows_] = exact_kl(logits.detach(), ref_logsm[rows_])
+                loss_sum += self._backward(inputs, rows[chunk], totals, update)
             t1 = time.perf_counter()
-            norm = torch.nn.utils.clip_grad_norm_(
-                self.params, c.max_grad_norm if c.max_grad_norm > 0 else math.inf
-            )
-            if not (math.isfinite(loss_sum) and torch.isfinite(norm)):
-                quantity = "loss" if not math.isfinite(loss_sum) else "gradient norm"
-                if not c.skip_nonfinite:
-                    raise FloatingPointError(
-                        f"non-finite {quantity} at step {self.step_index}; the weights were not updated "
-                        "(set skip_nonfinite=true to skip and count such steps instead)"
-                    )
-                self.optimizer.zero_grad(set_to_none=True)  # the weights never see a non-finite update
-                self.skipped += 1
+            max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
+            norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+            if not self._finite(loss_sum, norm):
                 break
             self.optimizer.step()
-            losses.append(loss_sum)
-            grad_norms.append(float(norm))
-            t_fb, t_opt = t_fb + t1 - t0, t_opt + time.perf_counter() - t1
-        return Update(losses, grad_norms, logp_full, entropy_full, exact_full, t_fb, t_opt)
+            update.losses.append(loss_sum)
+            update.grad_norms.append(float(norm))
+            update.t_forward_backward += t1 - t0
+            update.t_optimizer += time.perf_counter() - t1
+        return update
+
+    def _backward(self, inputs: "UpdateInputs", rows: Tensor, totals: BatchTotals, update: Update) -> float:
+        """Forward and backward of one micro-batch (rows); its log-probs and entropies go to `update`.
+        Returns its loss."""
+        rollout, temperatures, entropy_coef = inputs.rollout, inputs.temperatures, inputs.entropy_coef
+        with autocast(self.device):
+            logits = completion_logits(self.model, rollout.select(rows), temperatures[rows])  # (n, T, V)
+        if self.tau is not None:
+            logits = logits / self.tau()  # the trainable temperature gets its gradient here
+        logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows])  # (n, T)
+        assert logp is not None  # the tokens were given
+        entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
+        loss = self.objective.loss(
+            logp, entropy, inputs.fixed.select(rows), totals, self.kl_ctl.coef, entropy_coef
+        )
+        loss.backward()
+        update.logp[rows] = logp.detach()
+        update.entropy[rows] = entropy.detach()
+        if update.exact_kl is not None and inputs.ref_logsm is not None:
+            update.exact_kl[rows] = exact_kl(logits.detach(), inputs.ref_logsm[rows])
+        return loss.item()
+
+    def _finite(self, loss: float, grad_norm: Tensor) -> bool:
+        """Whether the optimizer step may be taken. A non-finite loss or gradient norm stops the run, or
+        with skip_nonfinite is counted and its gradient dropped, so the weights never see it."""
+        if math.isfinite(loss) and torch.isfinite(grad_norm):
+            return True
+        quantity = "loss" if not math.isfinite(loss) else "gradient norm"
+        if not self.config.skip_nonfinite:
+            raise FloatingPointError(
+                f"non-finite {quantity} at step {self.step_index}; the weights were not updated "
+                "(set skip_nonfinite=true to skip and count such steps instead)"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        self.skipped += 1
+        return False
 
     def _log(self, step: int, row: dict, batch: Batch, rewards: Tensor) -> None:
         """Hand the row to the callbacks and the run log; example completions and the checkpoint
