@@ -3,14 +3,14 @@ registry by the name the config gives; nothing else in the package branches on a
 that change the training signal (length shaping, the truncation mask, advantage whitening and
 clipping, entropy-selected tokens, KL token weights) enter here too."""
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from grpo_lab import objective as obj
-from grpo_lab.config import Config, field_names
+from grpo_lab.config import Config
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective.advantages import Advantage
 from grpo_lab.objective.aggregation import Aggregation
@@ -114,9 +114,7 @@ class Objective:
         self.correction_fn = obj.IS_CORRECTIONS.get(c.is_correction)
         self.kl_prev_fn = obj.KL_ESTIMATORS.get(c.kl_prev_estimator)
         self.kl_token_weight_fn = KL_TOKEN_WEIGHTS.get(c.kl_token_weight)
-        # the surrogate's knobs are the config's fields of the same name
-        knobs = {f.name for f in fields(obj.SurrogateParams)} & set(field_names())
-        self.surrogate_params = obj.SurrogateParams(**{k: getattr(c, k) for k in knobs})
+        self.surrogate_params = obj.SurrogateParams.from_fields(c)  # the config's fields of the same name
         self.correction_params = obj.CorrectionParams(
             low=c.is_low, high=c.is_high, seq_reduce=c.is_seq_reduce
         )

@@ -15,7 +15,7 @@ Stats (over valid tokens; over non-empty sequences for `gspo`):
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor
@@ -58,10 +58,30 @@ class SurrogateParams:
     """KL-Cov: weight of the |log r| penalty (verl `ppo_kl_coef`)."""
 
     def __post_init__(self) -> None:
-        if self.dual_clip_c is not None and self.dual_clip_c <= 1:
-            raise ValueError(f"dual_clip_c must be > 1, got {self.dual_clip_c}")
-        if self.cispo_mode not in ("relative", "absolute"):
-            raise ValueError(f"unknown cispo_mode {self.cispo_mode!r}; valid: relative, absolute")
+        checks = [
+            (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
+            (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
+            (
+                self.dual_clip_c is None or self.dual_clip_c > 1,
+                f"dual_clip_c must be > 1 or None, got {self.dual_clip_c}",
+            ),
+            (
+                self.cispo_mode in ("relative", "absolute"),
+                f"unknown cispo_mode {self.cispo_mode!r}; valid: relative, absolute",
+            ),
+            (self.cispo_cap > 0 and self.gmpo_eps > 0, "cispo_cap and gmpo_eps must be > 0"),
+            (self.sapo_tau_pos > 0 and self.sapo_tau_neg > 0, "sapo_tau_pos and sapo_tau_neg must be > 0"),
+            (0 < self.cov_ratio <= 1, f"cov_ratio must be in (0, 1], got {self.cov_ratio}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @classmethod
+    def from_fields(cls, source: object) -> "SurrogateParams":
+        """The knobs read from the attributes of the same name on `source` (a config); knobs it does
+        not have keep their defaults. Raises ValueError on a bad value: the one place they are checked."""
+        return cls(**{f.name: getattr(source, f.name) for f in fields(cls) if hasattr(source, f.name)})
 
 
 SurrogateOut = tuple[Tensor, dict[str, Tensor]]
