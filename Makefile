@@ -13,6 +13,7 @@ figures: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
 	$(BIN)/python scripts/check_notebooks.py
 
 test: lint

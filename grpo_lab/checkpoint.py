@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo_lab.runlog import read_config
+
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -45,7 +47,31 @@ def save(run_dir: str | Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def to_resume(run_dir: str | Path | None, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint a resumed run continues from (None when the run wrote none); refuses a run
+    directory whose starting config differs from `config` (a `Config.to_dict()`)."""
+    if run_dir is None:
+        raise ValueError("resume needs the run directory (out) of the interrupted run")
+    saved = load(run_dir)
+    if saved is not None and read_config(run_dir) != config:
+        differ = sorted(k for k, v in read_config(run_dir).items() if config.get(k) != v)
+        raise ValueError(f"cannot resume {run_dir}: its config differs from this one in {differ}")
+    return saved
+
+
 def load(run_dir: str | Path) -> dict[str, Any] | None:
     """The run's last checkpoint, or None when it has none."""
     path = Path(run_dir) / CHECKPOINT
     return torch.load(path, weights_only=False) if path.exists() else None
+
+
+def states(parts: dict[str, Any]) -> dict[str, Any]:
+    """Each part's `state_dict()` by name (None for a part that is None: a trick switched off)."""
+    return {name: part.state_dict() if part is not None else None for name, part in parts.items()}
+
+
+def load_states(parts: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Give each part (not None) its saved state back."""
+    for name, part in parts.items():
+        if part is not None:
+            part.load_state_dict(saved[name])

@@ -1,15 +1,32 @@
 """The one place where the objective's pieces are composed. Each axis is looked up once in its
-registry by the name the config gives; nothing else in the package branches on a variant."""
+registry by the name the config gives; nothing else in the package branches on a variant. The tricks
+that change the training signal (length shaping, the truncation mask, advantage whitening and
+clipping, entropy-selected tokens, KL token weights) enter here too."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from grpo_lab import objective as obj
 from grpo_lab.config import Config
+from grpo_lab.models.sampler import Rollout
+from grpo_lab.objective.advantages import Advantage
+from grpo_lab.objective.aggregation import Aggregation
+from grpo_lab.objective.correction import Correction
 from grpo_lab.objective.groups import Groups, padded, per_row, prompt_balance
-from grpo_lab.tricks import KL_TOKEN_WEIGHTS, batch_normalize, clip_advantages, top_entropy_mask
+from grpo_lab.objective.kl import Estimator, Placement, distinct_estimators, placement_site
+from grpo_lab.objective.seq_weights import SeqWeight
+from grpo_lab.objective.surrogates import Surrogate
+from grpo_lab.tricks import (
+    KL_TOKEN_WEIGHTS,
+    TokenWeight,
+    batch_normalize,
+    clip_advantages,
+    shape_length,
+    top_entropy_mask,
+)
 
 
 @dataclass
@@ -32,55 +49,84 @@ class StepTensors:
     """(N, T) previous step's policy, for the two-layer KL"""
 
     def select(self, rows: Tensor) -> "StepTensors":
-        return StepTensors(
-            *(None if (v := getattr(self, f)) is None else v[rows] for f in self.__dataclass_fields__)
-        )
+        cut: dict[str, Any] = {
+            f: None if (v := getattr(self, f)) is None else v[rows] for f in self.__dataclass_fields__
+        }
+        return replace(self, **cut)
 
 
-@dataclass(frozen=True)
+@dataclass
+class FixedLogprobs:
+    """The log-probs (N, T) that stay fixed during one step's updates."""
+
+    old: Tensor | None
+    """old policy, when it can differ from the current one or is needed before the update"""
+    ref: Tensor | None
+    """reference, when the KL uses it"""
+    ref_logsm: Tensor | None
+    """(N, T, V) reference log-softmax, for the exact KL on small vocabularies"""
+    prev: Tensor | None
+    """previous step's policy, for the two-layer KL"""
+
+    @property
+    def passes(self) -> int:
+        return sum(x is not None for x in (self.old, self.ref, self.prev))
+
+
+@dataclass
+class Signal:
+    """The training signal of one step before the updates: what the loss needs, fixed during them,
+    and the KL penalty folded into the reward (N, T) when the placement puts it there."""
+
+    fixed: StepTensors
+    kl_reward: Tensor | None
+    stats: dict[str, float]
+
+
 class Objective:
-    """The composed objective of one config."""
+    """The composed objective of one config: each axis looked up once in its registry, the tricks that
+    change the training signal (length shaping, truncation mask, advantage tricks, entropy-selected
+    tokens, KL token weights) applied here."""
 
     config: Config
+    advantage_fn: Advantage
+    surrogate_fn: Surrogate
+    kl_fn: Estimator
+    placement_fn: Placement
+    aggregate_fn: Aggregation
+    seq_weight_fn: SeqWeight
+    correction_fn: Correction
+    kl_prev_fn: Estimator
+    kl_token_weight_fn: TokenWeight
+    surrogate_params: obj.SurrogateParams
+    correction_params: obj.CorrectionParams
+    kl_site: str | None
+    """where the KL sits: "loss", "reward", or None when no reference is used"""
 
-    def __post_init__(self) -> None:
-        c = self.config
-        pieces = dict(
-            advantage_fn=obj.ADVANTAGES.get(c.advantage),
-            surrogate_fn=obj.SURROGATES.get(c.surrogate),
-            kl_fn=obj.KL_ESTIMATORS.get(c.kl_estimator),
-            placement_fn=obj.KL_PLACEMENTS.get(c.kl_placement),
-            aggregate_fn=obj.AGGREGATIONS.get(c.aggregation),
-            seq_weight_fn=obj.SEQ_WEIGHTS.get(c.seq_weight),
-            correction_fn=obj.IS_CORRECTIONS.get(c.is_correction),
-            kl_prev_fn=obj.KL_ESTIMATORS.get(c.kl_prev_estimator),
-            kl_token_weight_fn=KL_TOKEN_WEIGHTS.get(c.kl_token_weight),
-            surrogate_params=obj.SurrogateParams(
-                eps_low=c.eps_low,
-                eps_high=c.eps_high,
-                dual_clip_c=c.dual_clip_c,
-                cispo_mode=c.cispo_mode,
-                cispo_cap=c.cispo_cap,
-                sapo_tau_pos=c.sapo_tau_pos,
-                sapo_tau_neg=c.sapo_tau_neg,
-                gmpo_eps_low=c.gmpo_eps,
-                gmpo_eps_high=c.gmpo_eps,
-                clip_cov_ratio=c.cov_ratio,
-                kl_cov_ratio=c.cov_ratio,
-                kl_cov_coef=c.kl_cov_coef,
-            ),
-            correction_params=obj.CorrectionParams(low=c.is_low, high=c.is_high, seq_reduce=c.is_seq_reduce),
+    def __init__(self, config: Config) -> None:
+        c = self.config = config
+        self.advantage_fn = obj.ADVANTAGES.get(c.advantage)
+        self.surrogate_fn = obj.SURROGATES.get(c.surrogate)
+        self.kl_fn = obj.KL_ESTIMATORS.get(c.kl_estimator)
+        self.placement_fn = obj.KL_PLACEMENTS.get(c.kl_placement)
+        self.aggregate_fn = obj.AGGREGATIONS.get(c.aggregation)
+        self.seq_weight_fn = obj.SEQ_WEIGHTS.get(c.seq_weight)
+        self.correction_fn = obj.IS_CORRECTIONS.get(c.is_correction)
+        self.kl_prev_fn = obj.KL_ESTIMATORS.get(c.kl_prev_estimator)
+        self.kl_token_weight_fn = KL_TOKEN_WEIGHTS.get(c.kl_token_weight)
+        self.surrogate_params = obj.SurrogateParams.from_fields(c)  # the config's fields of the same name
+        self.correction_params = obj.CorrectionParams(
+            low=c.is_low, high=c.is_high, seq_reduce=c.is_seq_reduce
         )
-        for name, value in pieces.items():
-            object.__setattr__(self, name, value)
+        self.kl_site = placement_site(c.kl_placement) if c.uses_reference else None
 
     @property
     def kl_in_reward(self) -> bool:
-        return self.config.uses_reference and self.config.kl_placement == "reward"
+        return self.kl_site == "reward"
 
     @property
     def kl_in_loss(self) -> bool:
-        return self.config.uses_reference and self.config.kl_placement == "loss"
+        return self.kl_site == "loss"
 
     @property
     def needs_old_logp(self) -> bool:
@@ -89,6 +135,74 @@ class Objective:
         c = self.config
         several_updates = c.num_iterations > 1 or c.num_mini_batches > 1
         return several_updates or self.kl_in_reward or c.is_correction != "none"
+
+    @property
+    def needs_token_credit(self) -> bool:
+        """Whether the advantages mix in the task's token-level credit (scheme B)."""
+        return self.config.token_adv_mix > 0
+
+    @property
+    def shapes_length(self) -> bool:
+        """Whether any length trick changes the rewards."""
+        c = self.config
+        return bool(c.length_penalty or c.length_norm_ref or c.overlong_buffer)
+
+    def shape_rewards(self, rewards: Tensor, lengths: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """The scalar rewards (N,) after the length tricks (normalization, penalty, overlong shaping)."""
+        c = self.config
+        return shape_length(
+            rewards,
+            lengths,
+            max_len=c.max_completion_length,
+            penalty=c.length_penalty,
+            norm_ref=c.length_norm_ref,
+            overlong_buffer=c.overlong_buffer,
+            overlong_factor=c.overlong_factor,
+        )
+
+    def loss_mask(self, mask: Tensor, truncated: Tensor) -> Tensor:
+        """The tokens (N, T) in the loss: all the policy produced, or, with mask_truncated, only those
+        of completions that ended (truncated (N,) ones still count in the reward statistics)."""
+        return mask * (~truncated)[:, None] if self.config.mask_truncated else mask
+
+    def signal(
+        self,
+        rollout: Rollout,
+        rewards: Tensor,
+        fixed: FixedLogprobs,
+        groups: Groups,
+        *,
+        token_credit: Tensor | None,
+        kl_coef: float,
+    ) -> Signal:
+        """The step's training signal from its shaped rewards (N,) and fixed log-probs (N, T): the KL
+        folded into the reward when it sits there, the advantages, the sequence weights and, given the
+        old policy's log-probs, the sampler importance weights."""
+        mask, lengths, sampler_logp = rollout.completion_mask, rollout.lengths, rollout.sampler_logp  # (N, T)
+        old_logp, ref_logp = fixed.old, fixed.ref
+        kl_reward = None  # (N, T) when the KL sits in the reward: old and reference log-probs are then there
+        if self.kl_in_reward and old_logp is not None and ref_logp is not None:
+            kl_reward = self.reward_kl(old_logp, ref_logp, mask, kl_coef)
+        adv, stats = self.advantages(rewards, lengths, mask, kl_reward, token_credit, groups)  # (N, T)
+        seq_w = self.sequence_weights(
+            lengths, rewards, groups
+        )  # (N,) ragged groups: every prompt weighs the same
+        is_w = torch.ones_like(mask)  # (N, T)
+        if old_logp is not None:
+            is_w, is_stats = self.correction(old_logp, sampler_logp, mask)
+            stats.update({k: float(v) for k, v in is_stats.items()})
+        if kl_reward is not None:
+            stats["kl_reward/mean"] = float((kl_reward * mask).sum(-1).mean())
+        tensors = StepTensors(
+            adv=adv,
+            mask=self.loss_mask(mask, rollout.truncated),
+            seq_weights=seq_w,
+            is_weights=is_w,
+            old_logp=old_logp,
+            ref_logp=ref_logp,
+            prev_logp=fixed.prev,
+        )
+        return Signal(tensors, kl_reward, stats)
 
     def reward_kl(self, old_logp: Tensor, ref_logp: Tensor, mask: Tensor, kl_coef: float) -> Tensor:
         """Per-token KL penalty folded into the reward (zero unless the placement is 'reward'): (N, T)."""
@@ -171,7 +285,9 @@ class Objective:
         entropy_coef: float,
     ) -> Tensor:
         """The scalar loss of a micro-batch; summed over micro-batches it is the full-batch loss.
-        `entropy` (n, T) carries a gradient only when the entropy bonus is on."""
+        `entropy` (n, T) carries a gradient only when the entropy bonus is on. The coefficients are the
+        live ones, the controllers' (`tricks.KLController`, `tricks.EntropyController`): the config's
+        kl_coef and entropy_coef are only where they start, so the objective never reads them."""
         c = self.config
         old = t.old_logp if t.old_logp is not None else logp.detach()
         policy_mask = top_entropy_mask(entropy.detach(), t.mask, c.top_entropy_frac)  # (n, T)
@@ -192,6 +308,27 @@ class Objective:
         if entropy_coef:
             loss = loss - entropy_coef * self.aggregate_fn(entropy, t.mask, totals)
         return loss
+
+    @torch.no_grad()
+    def update_stats(
+        self, logp: Tensor, entropy: Tensor, fixed: StepTensors, rollout: Rollout
+    ) -> dict[str, float]:
+        """What the updates did, from the last pass's log-probs and entropies (N, T) over the tokens the
+        policy produced (N, T): the surrogate and KL statistics (`stats`), the two-layer KL, the advantage
+        means, and the sampler-trainer gap. With one on-policy update the policy just evaluated is the
+        sampler's trainer twin: the IS correction is measured against it."""
+        mask, sampler_logp = rollout.completion_mask, rollout.sampler_logp  # (N, T)
+        old = fixed.old_logp if fixed.old_logp is not None else logp  # (N, T)
+        out = self.stats(logp, old, fixed.ref_logp, fixed.adv, mask, entropy)
+        if fixed.old_logp is None:
+            _, is_stats = self.correction(logp, sampler_logp, mask)
+            out.update({k: float(v) for k, v in is_stats.items()})
+        if fixed.prev_logp is not None:
+            out["kl/prev"] = float(obj.masked_mean(self.kl_prev_fn(logp, fixed.prev_logp), mask))
+        out["sampling/kl_sampler_trainer"] = float(obj.masked_mean(sampler_logp - old, mask))
+        out["advantages/mean"] = float(obj.masked_mean(fixed.adv, mask))
+        out["advantages/abs_mean"] = float(obj.masked_mean(fixed.adv.abs(), mask))
+        return out
 
     @torch.no_grad()
     def stats(
@@ -216,7 +353,7 @@ class Objective:
                 spread = (weights - obj.masked_mean(weights, mask)) ** 2  # (N, T)
                 out["kl/token_weight_std"] = float(obj.masked_mean(spread, mask).sqrt())
         if ref_logp is not None:
-            for name in ("k1", "k2", "k3", "abs"):
+            for name in distinct_estimators():
                 out[f"kl/{name}"] = float(obj.masked_mean(obj.KL_ESTIMATORS.get(name)(logp, ref_logp), mask))
             out["kl"] = float(obj.masked_mean(self.kl_fn(logp, ref_logp), mask))
         return out

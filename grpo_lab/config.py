@@ -9,6 +9,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_lab.objective.kl import placement_site
+
 
 @dataclass(frozen=True)
 class Config:
@@ -223,7 +225,9 @@ class Config:
     def __post_init__(self) -> None:
         object.__setattr__(self, "batch_size", self.prompts_per_step * self.group_size)
         kl_ever_on = self.kl_coef != 0 or (self.kl_schedule == "linear" and self.kl_coef_final != 0)
-        object.__setattr__(self, "uses_reference", self.kl_placement != "off" and kl_ever_on)
+        object.__setattr__(
+            self, "uses_reference", kl_ever_on and placement_site(self.kl_placement) is not None
+        )
         validate(self)
 
     def to_dict(self) -> dict[str, Any]:

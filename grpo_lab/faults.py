@@ -1,6 +1,6 @@
-"""Fault injectors: pure, seeded transformations of one step's rewards and completions, for the
-evaluation documents' anomaly injection ("construct reward noise, extremely long answers, repeated
-samples, and check each scheme's fault tolerance").
+"""Fault injectors: pure, seeded transformations of one step's rewards and completions, for fault
+injection (docs/sources.md, Evaluation guide §6.4: reward noise, extremely long answers, repeated
+samples, to check each scheme's fault tolerance), and the sampler that lags or loses precision.
 
 Every injector takes its own `torch.Generator` and returns (new values, stats) where the stats are
 `fault/...` floats for the run log. Inputs are never modified in place. Give the injectors a generator
@@ -10,10 +10,18 @@ switched off (zero strength) returns its inputs unchanged and draws no random nu
 composed injectors stay reproducible whichever of them are active. Draws happen on the generator's
 device; results are moved to the inputs' device."""
 
+import collections
+import copy
+import dataclasses
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
+
+from grpo_lab.config import Config
+from grpo_lab.models.logprobs import completion_logits, token_logprobs
+from grpo_lab.models.sampler import Rollout
 
 
 def _check_groups(n: int, group_size: int) -> int:
@@ -111,7 +119,8 @@ def repeat_samples(
     within.scatter_(1, targets, source.expand(-1, k))  # (B, G) row -> row it copies, within the group
     index = (within + group_size * torch.arange(n_groups)[:, None]).reshape(-1)  # (N,)
     index = index.to(completion_ids.device)
-    return tuple(t[index] for t in tensors), {"fault/repeat_frac": k / group_size}
+    repeated = (completion_ids[index], completion_mask[index], sampler_logp[index], truncated[index])
+    return repeated, {"fault/repeat_frac": k / group_size}
 
 
 def junk_padding(
@@ -156,3 +165,159 @@ def junk_padding(
         "fault/junk_rows_frac": float(rows.float().mean()),
         "fault/junk_tokens_mean": float(replace.sum(-1)[rows].float().mean()),
     }
+
+
+# --- the injectors as one step's config switches them: on the rollout, its rewards, the sampler ---
+
+
+def long_rows(n: int, config: Config, generator: torch.Generator, device: torch.device) -> Tensor | None:
+    """Rows (N,) bool to sample without EOS (forced to the maximum length), or None when off. Drawn
+    before sampling: the sampler suppresses their EOS."""
+    if not config.fault_long_frac:
+        return None
+    return select_rows(n, config.fault_long_frac, generator).to(device)
+
+
+def corrupt_rollout(
+    rollout: Rollout,
+    config: Config,
+    *,
+    group_size: int,
+    forced: Tensor | None,
+    policy: torch.nn.Module,
+    tokenizer: Any,
+    temperatures: Tensor,
+    generator: torch.Generator,
+) -> tuple[Rollout, dict[str, float]]:
+    """The sampled rollout with the switched-on completion faults applied, repeats before junk. In a
+    group smaller than fault_repeat_k + 1 (a dynamic group size round), all but one completion are
+    repeats. `forced`: the rows `long_rows` chose (only counted here)."""
+    stats = {"fault/long_frac": float(forced.float().mean())} if forced is not None else {}
+    if config.fault_repeat_k:
+        (ids, mask, logp, truncated), fs = repeat_samples(
+            rollout.completion_ids,
+            rollout.completion_mask,
+            rollout.sampler_logp,
+            rollout.truncated,
+            group_size=group_size,
+            k=min(config.fault_repeat_k, group_size - 1),
+            generator=generator,
+        )
+        rollout = dataclasses.replace(
+            rollout, completion_ids=ids, completion_mask=mask, sampler_logp=logp, truncated=truncated
+        )
+        stats.update(fs)
+    if config.fault_junk_frac:
+        rollout, fs = pad_with_junk(
+            rollout,
+            policy,
+            tokenizer,
+            fraction=config.fault_junk_frac,
+            max_len=config.max_completion_length,
+            temperatures=temperatures,
+            generator=generator,
+        )
+        stats.update(fs)
+    return rollout, stats
+
+
+@torch.no_grad()
+def pad_with_junk(
+    rollout: Rollout,
+    policy: torch.nn.Module,
+    tokenizer: Any,
+    fraction: float,
+    max_len: int,
+    temperatures: Tensor,
+    generator: torch.Generator,
+) -> tuple[Rollout, dict[str, float]]:
+    """`junk_padding` on a rollout: a fraction of its completions padded with junk tokens (every
+    non-special token) up to max_len. The junk's sampler log-probs are the policy's at each row's
+    temperature (N,): it never sampled them, so no sampler-trainer mismatch is invented."""
+    device = rollout.completion_ids.device
+    rows = select_rows(len(rollout.truncated), fraction, generator).to(device)  # (N,)
+    special = set(tokenizer.all_special_ids)
+    junk_ids = torch.tensor([i for i in range(len(tokenizer)) if i not in special], device=device)
+    (ids, mask, truncated), stats = junk_padding(
+        rollout.completion_ids,
+        rollout.completion_mask,
+        rollout.truncated,
+        rows,
+        max_len=max_len,
+        junk_ids=junk_ids,
+        eos_id=tokenizer.eos_token_id,
+        pad_id=tokenizer.pad_token_id,
+        generator=generator,
+    )
+    width = ids.shape[1] - rollout.sampler_logp.shape[1]
+    logp = torch.nn.functional.pad(rollout.sampler_logp, (0, width))  # (N, T')
+    rollout = dataclasses.replace(
+        rollout, completion_ids=ids, completion_mask=mask, sampler_logp=logp, truncated=truncated
+    )
+    idx = rows.nonzero().squeeze(-1)
+    if len(idx):
+        logits = completion_logits(policy, rollout.select(idx), temperatures[idx])  # (n, T', V)
+        logp[idx] = token_logprobs(logits, ids[idx]) * mask[idx]
+    return rollout, stats
+
+
+def corrupt_rewards(
+    rewards: Tensor,
+    config: Config,
+    *,
+    group_size: int,
+    reward_range: tuple[float, float],
+    generator: torch.Generator,
+) -> tuple[Tensor, dict[str, float]]:
+    """`reward_noise` as the config switches it (flips within the task's reward range); the rewards
+    unchanged and no stats when it is off."""
+    if not (config.fault_reward_sigma or config.fault_reward_flip):
+        return rewards, {}
+    low, high = reward_range
+    return reward_noise(
+        rewards,
+        group_size=group_size,
+        sigma=config.fault_reward_sigma,
+        flip_prob=config.fault_reward_flip,
+        group_fraction=config.fault_group_fraction,
+        low=low,
+        high=high,
+        generator=generator,
+    )
+
+
+class Sampler:
+    """Which weights sample: the policy itself or, under fault injection, the policy of k updates
+    ago (asynchronous lag) or a lower-precision copy (sampler-trainer mismatch)."""
+
+    def __init__(self, policy: torch.nn.Module, stale_k: int, dtype: str) -> None:
+        self.copy: torch.nn.Module | None = None
+        if stale_k or dtype != "none":
+            self.copy = copy.deepcopy(policy).eval().requires_grad_(False)
+        if self.copy is not None and dtype != "none":
+            self.copy.to(getattr(torch, dtype))
+        self.history: collections.deque[dict[str, Tensor]] = collections.deque(maxlen=stale_k + 1)
+        self.stale = stale_k > 0
+
+    def weights(self, policy: torch.nn.Module) -> torch.nn.Module:
+        """The model to sample this step with (call once per step, before its update)."""
+        if self.copy is None:
+            return policy
+        state = policy.state_dict()
+        if self.stale:  # the oldest kept state is the policy of k updates ago (or the first, early on)
+            self.history.append({k: v.detach().clone() for k, v in state.items()})
+            state = self.history[0]
+        self.copy.load_state_dict(state)  # casts to the copy's precision
+        return self.copy
+
+    def behaviour_logp(self, rollout: Rollout) -> Tensor | None:
+        """The old policy's log-probs (N, T) when the sampler is stale: an asynchronous trainer has
+        only the behaviour policy's; None otherwise (the trainer computes its own when needed)."""
+        return rollout.sampler_logp if self.stale else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": list(self.history)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history.clear()
+        self.history.extend(state["history"])

@@ -137,20 +137,10 @@ TRICKS: dict[str, dict[str, Any]] = {
 Group reward normalization itself is the advantage axis (`grpo` on, `dr_grpo` off)."""
 
 PRESETS["all_tricks"] = Preset(
-    "Every compatible trick of the second seed document switched on at once over grpo, the "
-    "starting point of its 'all on, then remove one at a time' study.",
+    "Every compatible trick switched on at once over grpo: the starting point of the 'all on, then "
+    "remove one at a time' study (docs/sources.md, Tricks review §5).",
     {k: v for changes in TRICKS.values() for k, v in changes.items()},
 )
-
-
-def leave_one_out(base: Config, components: dict[str, dict[str, Any]] = TRICKS) -> dict[str, Config]:
-    """From a config with every component on, one config per component with that one switched back
-    to grpo's values (label "-name"), plus the base itself (label "all")."""
-    defaults = Config().to_dict()
-    out = {"all": base}
-    for name, changes in components.items():
-        out[f"-{name}"] = base.replace(**{k: defaults[k] for k in changes})
-    return out
 
 
 def preset(name: str, **overrides: Any) -> Config:

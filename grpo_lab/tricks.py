@@ -1,25 +1,27 @@
-"""Training tricks the second seed document evaluates, each switched by its own config fields.
+"""Training tricks (docs/sources.md, Tricks review §2, §3.1), each switched by its own config fields.
 Pure functions take what they need and return what they change; controllers are small state
 machines with explicit state (so they checkpoint). Nothing here reaches into the trainer."""
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from grpo_lab.config import Config
 from grpo_lab.objective import masked_mean
 from grpo_lab.objective.groups import Groups, padded
 from grpo_lab.registry import Registry
 
-# --- KL coefficient schedules: fn(coef, kl, step, steps, p) -> the coefficient for the next step ---
+# --- KL coefficient schedules: fn(controller, kl, step, steps) -> the coefficient for the next step ---
 
 
 @dataclass(frozen=True)
 class KLScheduleParams:
-    initial: float
-    """the coefficient at step 0 (config kl_coef)"""
+    """The schedules' constants, from the config (`KLController.from_config`)."""
+
     final: float
     """linear: the coefficient reached at the last step"""
     target: float
@@ -30,59 +32,90 @@ class KLScheduleParams:
     """proportional: horizon in samples (Ziegler et al.)"""
     batch_size: int
     """samples per step (the proportional controller's n_steps)"""
-    start_step: int = 0
-    """linear: the step it starts from at `initial` (a coefficient set during the run restarts it there)"""
+
+    @classmethod
+    def from_config(cls, c: Config) -> "KLScheduleParams":
+        return cls(
+            final=c.kl_coef_final,
+            target=c.kl_target,
+            growth=c.kl_growth,
+            horizon=c.kl_horizon,
+            batch_size=c.batch_size,
+        )
 
 
-KLSchedule = Callable[[float, float, int, int, KLScheduleParams], float]
+KLSchedule = Callable[["KLController", float, int, int], float]
 KL_SCHEDULES: Registry[KLSchedule] = Registry("KL schedule")
 
 
 @KL_SCHEDULES.register("fixed")
-def fixed(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
+def fixed(ctl: "KLController", kl: float, step: int, steps: int) -> float:
     """GRPO: a constant coefficient."""
-    return coef
+    return ctl.coef
 
 
 @KL_SCHEDULES.register("linear")
-def linear(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
-    """Linear decay (or growth) from the initial to the final coefficient, from the start step to the
+def linear(ctl: "KLController", kl: float, step: int, steps: int) -> float:
+    """Linear decay (or growth) from the coefficient at the start step to the final coefficient at the
     last step."""
-    return p.initial + (p.final - p.initial) * (min(step + 1, steps) - p.start_step) / max(
-        steps - p.start_step, 1
-    )
+    start, final = ctl.start_coef, ctl.params.final
+    return start + (final - start) * (min(step + 1, steps) - ctl.start_step) / max(steps - ctl.start_step, 1)
 
 
 @KL_SCHEDULES.register("threshold")
-def threshold(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
-    """Raise the coefficient slowly, and only while the KL exceeds the bound; otherwise keep it
-    (the first seed paper's most stable variant: intervene only when needed)."""
-    return coef * (1 + p.growth) if kl > p.target else coef
+def threshold(ctl: "KLController", kl: float, step: int, steps: int) -> float:
+    """Raise the coefficient slowly, and only while the KL exceeds the bound; otherwise keep it:
+    intervene only when needed (Tricks review §2.1, the most stable of the schedules compared there)."""
+    p = ctl.params
+    return ctl.coef * (1 + p.growth) if kl > p.target else ctl.coef
 
 
 @KL_SCHEDULES.register("proportional")
-def proportional(coef: float, kl: float, step: int, steps: int, p: KLScheduleParams) -> float:
+def proportional(ctl: "KLController", kl: float, step: int, steps: int) -> float:
     """Ziegler et al. 2019 (arXiv 1909.08593) proportional controller toward a target KL:
     beta <- beta (1 + clip(KL / target - 1, -0.2, 0.2) n / horizon)."""
+    p = ctl.params
     error = min(max(kl / p.target - 1, -0.2), 0.2)
-    return coef * (1 + error * p.batch_size / p.horizon)
+    return ctl.coef * (1 + error * p.batch_size / p.horizon)
 
 
 @dataclass
 class KLController:
-    """Holds the current KL coefficient; `update` moves it after each step's measured KL."""
+    """The owner of the live KL coefficient: `coef` is the next step's; `update` moves it after each
+    step's measured KL, `set_coef` sets it during the run (the schedule then restarts from it)."""
 
     coef: float
     schedule: str
     params: KLScheduleParams
+    start_step: int = 0
+    """linear: the step the schedule starts from, at `start_coef`"""
+    start_coef: float = field(init=False)
     triggered: int = 0
     """steps on which the coefficient changed"""
 
+    def __post_init__(self) -> None:
+        self.start_coef = self.coef
+
+    @classmethod
+    def from_config(cls, c: Config) -> "KLController":
+        return cls(coef=c.kl_coef, schedule=c.kl_schedule, params=KLScheduleParams.from_config(c))
+
     def update(self, kl: float, step: int, steps: int) -> float:
-        new = KL_SCHEDULES.get(self.schedule)(self.coef, kl, step, steps, self.params)
+        new = KL_SCHEDULES.get(self.schedule)(self, kl, step, steps)
         self.triggered += int(not math.isclose(new, self.coef))
         self.coef = new
         return new
+
+    def set_coef(self, coef: float, step: int) -> None:
+        """The coefficient from `step` on, whatever the schedule; a linear schedule restarts from it."""
+        self.coef, self.start_coef, self.start_step = coef, coef, step
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("coef", "start_step", "start_coef", "triggered")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
 
 
 @dataclass
@@ -104,6 +137,26 @@ class EntropyController:
         low = entropy <= self.target
         self.coef = min(self.coef + self.delta, self.max_coef) if low else max(self.coef - self.delta, 0.0)
         self.active = low
+
+    @property
+    def bonus(self) -> float:
+        """The coefficient the next step's loss uses: 0 while the bonus is off."""
+        return self.coef if self.active else 0.0
+
+    @classmethod
+    def from_config(cls, c: Config) -> "EntropyController":
+        return cls(
+            coef=c.entropy_coef,
+            target=c.entropy_target,
+            delta=c.entropy_coef_delta,
+            max_coef=c.entropy_coef_max,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"coef": self.coef, "active": self.active}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.coef, self.active = state["coef"], state["active"]
 
 
 # --- reward and advantage shaping ---
@@ -140,7 +193,7 @@ def shape_length(
 
 def batch_normalize(adv: Tensor, eps: float) -> Tensor:
     """Global reward normalization on top of group normalization: whiten the sequence advantages
-    (N,) over the whole batch (the second seed paper reports it harmful for GRPO)."""
+    (N,) over the whole batch (Tricks review §2.2 reports it harmful for GRPO)."""
     return (adv - adv.mean()) / (adv.std() + eps) if adv.numel() > 1 else adv
 
 
@@ -150,7 +203,7 @@ def clip_advantages(adv: Tensor, bound: float) -> tuple[Tensor, float]:
     return clipped, float((clipped != adv).float().mean())
 
 
-def zero_variance_groups(rewards: Tensor, group_size: Groups) -> Tensor:
+def uniform_groups(rewards: Tensor, group_size: Groups) -> Tensor:
     """Groups whose rewards are all equal (no GRPO signal): bool (B,). Groups may be ragged."""
     g, m = padded(rewards.nan_to_num(0.0), group_size)  # (B, G)
     return ((g == g[:, :1]) | (m == 0)).all(dim=1)
@@ -194,7 +247,7 @@ def uniform(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
 @KL_TOKEN_WEIGHTS.register("entropy")
 def by_entropy(entropy: Tensor, mask: Tensor, alpha: float) -> Tensor:
     """Dynamic KL: risky (high-entropy) tokens get a stronger penalty, w = 1 + alpha H / mean(H),
-    renormalized to mean 1 over valid tokens (the second seed paper's dynamic regularization)."""
+    renormalized to mean 1 over valid tokens (Tricks review §2.3 Two-layer KL and dynamic regularization)."""
     w = 1 + alpha * entropy / masked_mean(entropy, mask).clamp(min=1e-8)  # (N, T)
     return w / masked_mean(w, mask).clamp(min=1e-8) * mask
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from grpo_lab import objective, trainer
+from grpo_lab import objective, rollout, trainer
 from grpo_lab.cli import main
 from grpo_lab.config import Config, field_names, parse_override
 from grpo_lab.models.loading import load_policy
@@ -500,13 +500,13 @@ class StepSpy:
 
     def __init__(self, monkeypatch):
         self.calls = 0
-        real = trainer.sample_and_score
+        real = rollout.sample_and_score
 
         def spy(*args, **kwargs):
             self.calls += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(trainer, "sample_and_score", spy)
+        monkeypatch.setattr(rollout, "sample_and_score", spy)
 
 
 @pytest.mark.parametrize("where", ["under-a-file", "is-a-file"])

@@ -233,3 +233,17 @@ def test_hacking_rewards_fit_the_scoring_convention():
     assert set(HACKING_REWARDS) == {"length_bonus", "format_strict", "verbose"}
     rewards, per_func = score(funcs, [1.0] * 3, ["2+2="] * 2, ["4", "four!"], answer=["4", "4"])
     assert rewards.shape == (2,) and set(per_func) == set(HACKING_REWARDS)
+
+
+def test_stale_sampler_samples_with_the_policy_of_k_updates_ago_and_checkpoints_its_history():
+    policy = torch.nn.Linear(2, 1, bias=False)
+    sampler = faults.Sampler(policy, stale_k=1, dtype="none")
+    weights = []
+    for value in (1.0, 2.0, 3.0):
+        policy.weight.data.fill_(value)
+        weights.append(float(sampler.weights(policy).weight[0, 0]))
+    assert weights == [1.0, 1.0, 2.0]
+    again = faults.Sampler(policy, stale_k=1, dtype="none")
+    again.load_state_dict(sampler.state_dict())
+    policy.weight.data.fill_(4.0)
+    assert float(again.weights(policy).weight[0, 0]) == 3.0

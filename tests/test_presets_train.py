@@ -5,7 +5,8 @@ import math
 import pytest
 
 from grpo_lab import PRESETS, preset, train
-from grpo_lab.presets import leave_one_out
+from grpo_lab.experiments.designs import ablation_points
+from grpo_lab.presets import TRICKS
 
 OBJECTIVE_METRICS = [
     "clip_ratio/low_mean",
@@ -60,10 +61,13 @@ def test_all_tricks_and_every_leave_one_out_child_train_50_steps(embedded_arith_
     """The "all on, remove one at a time" study runs: all_tricks and each of its children finish 50
     steps on the embedded model with finite losses (prints each child's final reward; a few minutes
     on one thread)."""
-    for label, config in leave_one_out(preset("all_tricks", steps=50, progress=False)).items():
+    for point in ablation_points(preset("all_tricks", steps=50, progress=False), TRICKS):
+        label, config = point.label, point.config
         df = train(config)
         steps = df.dropna(subset=["reward"])
-        print(f"{label:24s} reward(last 10) {steps['reward'].tail(10).mean():.3f} "
-              f"val/accuracy {df['val/accuracy'].iloc[-1]:.3f}")  # fmt: skip
+        print(
+            f"{label:24s} reward(last 10) {steps['reward'].tail(10).mean():.3f} "
+            f"val/accuracy {df['val/accuracy'].iloc[-1]:.3f}"
+        )
         assert len(steps) == 50 and df["step"].iloc[-1] == 50, label
         assert all(math.isfinite(v) for v in steps["loss"]), label

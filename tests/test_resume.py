@@ -16,10 +16,24 @@ VOLATILE = ("time/", "cost/peak_rss_mb")
 
 
 def command(model: str, out: Path, *extra: str) -> list[str]:
-    sets = [f"model={model}", "task=judge", "prompts_per_step=4", "group_size=4", "max_completion_length=8",
-            "val_size=8", "eval_every=7", "progress=false", "checkpoint_every=3", "torch_threads=1",
-            "samples_every=2", "kl_schedule=threshold", "kl_target=0.0001", "entropy_coef=0.01",
-            "entropy_target=5", "learning_rate=1e-2"]  # fmt: skip
+    sets = [
+        f"model={model}",
+        "task=judge",
+        "prompts_per_step=4",
+        "group_size=4",
+        "max_completion_length=8",
+        "val_size=8",
+        "eval_every=7",
+        "progress=false",
+        "checkpoint_every=3",
+        "torch_threads=1",
+        "samples_every=2",
+        "kl_schedule=threshold",
+        "kl_target=0.0001",
+        "entropy_coef=0.01",
+        "entropy_target=5",
+        "learning_rate=1e-2",
+    ]
     args = [
         sys.executable,
         "-m",

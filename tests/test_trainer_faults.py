@@ -28,8 +28,9 @@ def test_zero_strength_reward_noise_is_bit_identical(tiny):
 
 def test_reward_noise_changes_rewards_not_samples(tiny, tmp_path):
     base = train(tiny(steps=1, samples_every=1, samples_per_log=16), out=tmp_path / "a")
-    noisy = train(tiny(steps=1, samples_every=1, samples_per_log=16, fault_reward_sigma=0.5),
-                  out=tmp_path / "b")  # fmt: skip
+    noisy = train(
+        tiny(steps=1, samples_every=1, samples_per_log=16, fault_reward_sigma=0.5), out=tmp_path / "b"
+    )
     read = lambda d: (tmp_path / d / "samples.jsonl").read_text().splitlines()  # noqa: E731
     import json
 

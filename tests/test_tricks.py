@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from grpo_lab import preset, train, trainer
-from grpo_lab.presets import PRESETS, TRICKS, leave_one_out
+from grpo_lab.experiments.designs import ablation_points
+from grpo_lab.presets import PRESETS, TRICKS
 from grpo_lab.tasks import make_task
 from grpo_lab.tricks import (
     KL_TOKEN_WEIGHTS,
@@ -23,7 +24,7 @@ from grpo_lab.tricks import (
     shape_length,
     still_uniform,
     top_entropy_mask,
-    zero_variance_groups,
+    uniform_groups,
 )
 
 
@@ -34,7 +35,7 @@ def tiny(tiny_config):
 
 
 def params(**kw):
-    base = dict(initial=0.1, final=0.0, target=0.05, growth=0.1, horizon=100, batch_size=10)
+    base = dict(final=0.0, target=0.05, growth=0.1, horizon=100, batch_size=10)
     return KLScheduleParams(**{**base, **kw})
 
 
@@ -59,6 +60,25 @@ def test_linear_kl_reaches_final():
     assert values == pytest.approx([0.075, 0.05, 0.025, 0.0])
 
 
+def test_kl_coefficient_set_during_the_run_restarts_the_linear_schedule_and_round_trips():
+    ctl = KLController(0.1, "linear", params())
+    ctl.update(0.0, 0, 4)
+    ctl.set_coef(0.5, step=2)  # from 0.5 at step 2 to final 0.0 at step 4
+    assert ctl.coef == 0.5 and [ctl.update(0.0, s, 4) for s in (2, 3)] == pytest.approx([0.25, 0.0])
+    copy = KLController(0.1, "linear", params())
+    copy.load_state_dict(ctl.state_dict())
+    assert copy == ctl
+
+
+def test_entropy_controller_bonus_and_state():
+    ctl = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.1)
+    ctl.update(0.9)  # above target: no bonus next step
+    assert ctl.bonus == 0.0
+    copy = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.1)
+    copy.load_state_dict(ctl.state_dict())
+    assert (copy.coef, copy.active) == (pytest.approx(0.005), False)
+
+
 def test_adaptive_entropy_steers_toward_target():
     ctl = EntropyController(coef=0.01, target=0.5, delta=0.005, max_coef=0.012)
     ctl.update(0.2)  # below target: stronger bonus, capped
@@ -73,8 +93,9 @@ def test_adaptive_entropy_steers_toward_target():
 def test_length_shaping_hand_values():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
     lengths = torch.tensor([4.0, 20.0, 22.0, 24.0])
-    shaped, stats = shape_length(rewards, lengths, max_len=24, penalty=0.0, norm_ref=0,
-                                 overlong_buffer=8, overlong_factor=1.0)  # fmt: skip
+    shaped, stats = shape_length(
+        rewards, lengths, max_len=24, penalty=0.0, norm_ref=0, overlong_buffer=8, overlong_factor=1.0
+    )
     # DAPO: penalty -(L - (24 - 8)) / 8 for L > 16
     assert shaped.tolist() == pytest.approx([1.0, 0.5, -0.75, 0.0])
     assert stats["length/overlong_frac"] == pytest.approx(0.75)
@@ -94,10 +115,10 @@ def test_batch_normalization_and_clipping():
 
 def test_zero_variance_groups():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
-    assert zero_variance_groups(rewards, 2).tolist() == [True, False, True]
+    assert uniform_groups(rewards, 2).tolist() == [True, False, True]
     ragged = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.5, 0.5])  # groups [1, 1, 1], [0], [0.5, 0.5]... of 3, 1, 2
-    assert zero_variance_groups(ragged, torch.tensor([3, 1, 2])).tolist() == [True, True, True]
-    assert zero_variance_groups(ragged, torch.tensor([2, 2, 2])).tolist() == [True, False, True]
+    assert uniform_groups(ragged, torch.tensor([3, 1, 2])).tolist() == [True, True, True]
+    assert uniform_groups(ragged, torch.tensor([2, 2, 2])).tolist() == [True, False, True]
 
 
 def test_still_uniform_compares_extra_rewards_to_the_first():
@@ -133,7 +154,7 @@ def test_all_tricks_is_the_union_and_leave_one_out_resets_each():
     for changes in TRICKS.values():
         for key, value in changes.items():
             assert getattr(all_on, key) == value
-    children = leave_one_out(all_on)
+    children = {point.label: point.config for point in ablation_points(all_on, TRICKS)}
     assert set(children) == {"all", *(f"-{n}" for n in TRICKS)}
     off = children["-dynamic_sampling"]
     assert not off.dynamic_sampling and off.learnable_temperature
@@ -225,8 +246,14 @@ def test_dynamic_group_size_grows_uniform_groups_until_a_reward_differs(
 ):
     """Four prompts of 4 completions: the first varies at once, the second after one extra round, the
     last two never do and grow to group_size_max = 12. Their rows come back contiguous."""
-    changes = dict(steps=1, eval_every=1, dynamic_group_size=True, group_size_max=12, samples_every=1,
-                   samples_per_log=100)  # fmt: skip
+    changes = dict(
+        steps=1,
+        eval_every=1,
+        dynamic_group_size=True,
+        group_size_max=12,
+        samples_every=1,
+        samples_per_log=100,
+    )
     config = tiny_config(**PRESETS[name].changes, **changes)
     prompts = [ex.prompt for ex in make_task("judge").batch(config.seed, 0, 4)]
     monkeypatch.setattr(trainer, "make_task", scripted_judge(dict(zip(prompts, [1, 2, 0, 0]))))

@@ -1,12 +1,11 @@
 """Automatic diagnostics of a run's logs, and the cheap diversity metrics the trainer logs each step.
 
-The rules implement the reading rules of the lab's two design documents:
-- [D1] the evaluation guide comparing GRPO with three families of improvements (section 4 evaluation
-  dimensions, 6 method, 7 reading the results, 9 risks);
-- [D2] the review of GRPO training tricks (section 1.2 what the tricks repair, 2 the evaluations,
-  4 troubleshooting).
-Each rule's docstring names the passage it implements, and its `Finding.suggestion` quotes the check the
-document recommends. A rule whose columns are missing, or whose run is too short to judge, says nothing.
+The rules implement the reading rules of the lab's two design documents, summarized in docs/sources.md:
+the Evaluation guide (§4 evaluation dimensions, §6 method, §7 reading the results, §9 risks) and the
+Tricks review (§1.2 what the tricks repair, §2 the evaluations, §4 troubleshooting). Each rule's
+docstring names the sections it implements, and its `Finding.suggestion` quotes, in translation, the
+check the document recommends. A rule whose columns are missing, or whose run is too short to judge,
+says nothing.
 """
 
 import difflib
@@ -70,8 +69,8 @@ def diversity(completions: list[str], group_size: int, max_pairs: int = 32) -> d
       over at most `max_pairs` pairs per group (all of them up to G = 8);
     - `diversity/identical_group_frac`: share of groups whose G completions are all the same text;
     - `diversity/template_frac`: `template_share` across prompts (one text answering many prompts).
-    Costs B x min(G(G-1)/2, max_pairs) difflib comparisons, each up to quadratic in the length: about
-    20 ms for the default 8 x 8 completions of 24 tokens."""
+    Costs B x min(G(G-1)/2, max_pairs) difflib comparisons, each up to quadratic in the length: the
+    trainer measures it every `diversity_every` steps, not every step."""
     if group_size < 1 or not completions or len(completions) % group_size:
         raise ValueError(f"{len(completions)} completions do not split into groups of {group_size}")
     groups = [completions[i : i + group_size] for i in range(0, len(completions), group_size)]
@@ -232,74 +231,95 @@ def _span(s: pd.Series) -> tuple[int, int]:
 # --- the documents' checks, quoted (translated) ----------------------------------------------------
 
 _CLIP = (
-    '[D1 sec. 7] "If the clip-trigger rate stays high, the ratio distribution has drifted: check sampler '
-    'synchronization and the learning rate first, rather than blaming the objective." [D1 sec. 4.4] "Too '
-    "high a clip ratio means the policy updates too fast or the sampling policy lags: adjust the learning "
-    'rate or the sampler synchronization frequency."'
+    '[Evaluation guide §7] "If the clip-trigger rate stays high, the ratio distribution has drifted: '
+    'check sampler synchronization and the learning rate first, rather than blaming the objective." '
+    '[Evaluation guide §4.4] "Too high a clip ratio means the policy updates too fast or the sampling '
+    'policy lags: adjust the learning rate or the sampler synchronization frequency."'
 )
 _COLLAPSE = (
-    '[D2 sec. 4.2] "Mid-run collapse, where the model suddenly answers every input with the same templated '
-    "content, usually comes from an over-strong intervention: set the entropy coefficient to zero and "
-    "rerun; if diversity recovers, the entropy term was too heavy. An adaptive-KL trigger set too high "
-    'also reacts late: lower the threshold but slow the growth, intervening early and gently."'
+    '[Tricks review §4.2] "Mid-run collapse, where the model suddenly answers every input with the same '
+    "templated content, usually comes from an over-strong intervention: set the entropy coefficient to "
+    "zero and rerun; if diversity recovers, the entropy term was too heavy. An adaptive-KL trigger set "
+    'too high also reacts late: lower the threshold but slow the growth, intervening early and gently."'
 )
 _LENGTH = (
-    '[D2 sec. 1.2] "When a longer output earns more reward, outputs grow ever more verbose": look for a '
-    "length incentive among the reward terms; consider length normalization or a length penalty. "
-    '[D1 sec. 7] "Length-weighted loss coefficients may help long answers but can amplify the variance '
-    'of long sequences."'
+    '[Tricks review §1.2] "When a longer output earns more reward, outputs grow ever more verbose": look '
+    "for a length incentive among the reward terms; consider length normalization or a length penalty. "
+    '[Evaluation guide §7] "Length-weighted loss coefficients may help long answers but can amplify the '
+    'variance of long sequences."'
 )
 _NONFINITE = (
-    '[D2 sec. 2.1] "With all three tricks on, the loss blew up to NaN within 5 steps; switching them off '
-    'one at a time found the culprit." [D2 sec. 5] "Turn every candidate trick on in a tiny run, then '
-    'switch them off one by one to find the one that makes training collapse."'
+    '[Tricks review §2.1] "With all three tricks on, the loss blew up to NaN within 5 steps; switching '
+    'them off one at a time found the culprit." [Tricks review §5] "Turn every candidate trick on in a '
+    'tiny run, then switch them off one by one to find the one that makes training collapse."'
 )
 CHECKS: dict[str, str] = {
     "clip_rate": _CLIP,
-    "importance_ratio": '[D1 sec. 4.4] "Monitor the ratio distribution: whether its mean departs from 1, '
-    'whether its variance is too large, and the clip-trigger ratio." ' + _CLIP,
-    "kl_drift": '[D2 sec. 4.1] "If the KL keeps rising with no sign of falling back, the model is '
-    'drifting: increase the KL coefficient or lower the learning rate."',
-    "kl_volatility": '[D2 sec. 4.1] "If the KL fluctuates sharply, the within-group sampling quality is '
-    'unstable: lower the sampling temperature a little to make sampling more deterministic." [D1 sec. 7] '
-    '"A slightly higher mean reward with markedly larger KL fluctuation may be bought with stability; '
-    'judge it over a longer run."',
-    "entropy_collapse": '[D2 sec. 4.2] "The most common cause is an entropy coefficient set too large: '
-    'set it to zero and rerun; if output diversity recovers quickly, the entropy term was too heavy." '
-    '[D2 sec. 2.2] "When entropy falls too fast, increase the exploration noise." [D1 sec. 9] '
-    '"Policy-entropy collapse and reward over-optimization need continuous monitoring."',
-    "entropy_rising": '[D2 sec. 1.2] "Keep the policy from drifting too far from the reference, or it '
-    'collapses into gibberish": check the entropy bonus, the sampling temperature and the KL coefficient.',
-    "grad_spikes": '[D1 sec. 4.2] "Training stability: the variance of the training reward, how fast '
-    'policy entropy falls, how much the KL fluctuates, how often the gradient norm spikes": compare the '
-    "spike steps with their samples (extremely long or junk answers), the learning rate and max_grad_norm.",
-    "zero_variance_groups": '[D1 sec. 4.3] "If a scheme is sensitive to within-group reward '
-    'discrimination, sparse rewards may need a larger group size." [D1 sec. 7] "Be careful with sparse '
-    'rewards, or add reward shaping": raise group_size; make the task easier when the mean reward is near '
-    "0, harder when it is near its maximum.",
+    "importance_ratio": '[Evaluation guide §4.4] "Monitor the ratio distribution: whether its mean departs '
+    'from 1, whether its variance is too large, and the clip-trigger ratio." ' + _CLIP,
+    "kl_drift": (
+        '[Tricks review §4.1] "If the KL keeps rising with no sign of falling back, the model is '
+        'drifting: increase the KL coefficient or lower the learning rate."'
+    ),
+    "kl_volatility": (
+        '[Tricks review §4.1] "If the KL fluctuates sharply, the within-group sampling quality is '
+        'unstable: lower the sampling temperature a little to make sampling more deterministic." '
+        '[Evaluation guide §7] "A slightly higher mean reward with markedly larger KL fluctuation may be '
+        'bought with stability; judge it over a longer run."'
+    ),
+    "entropy_collapse": (
+        '[Tricks review §4.2] "The most common cause is an entropy coefficient set too large: set it to '
+        'zero and rerun; if output diversity recovers quickly, the entropy term was too heavy." [Tricks '
+        'review §2.2] "When entropy falls too fast, increase the exploration noise." [Evaluation guide '
+        '§9] "Policy-entropy collapse and reward over-optimization need continuous monitoring."'
+    ),
+    "entropy_rising": (
+        '[Tricks review §1.2] "Keep the policy from drifting too far from the reference, or it collapses '
+        'into gibberish": check the entropy bonus, the sampling temperature and the KL coefficient.'
+    ),
+    "grad_spikes": (
+        '[Evaluation guide §4.2] "Training stability: the variance of the training reward, how fast '
+        'policy entropy falls, how much the KL fluctuates, how often the gradient norm spikes": compare '
+        "the spike steps with their samples (extremely long or junk answers), the learning rate and "
+        "max_grad_norm."
+    ),
+    "zero_variance_groups": (
+        '[Evaluation guide §4.3] "If a scheme is sensitive to within-group reward discrimination, sparse '
+        'rewards may need a larger group size." [Evaluation guide §7] "Be careful with sparse rewards, or'
+        ' add reward shaping": raise group_size; make the task easier when the mean reward is near 0, '
+        "harder when it is near its maximum."
+    ),
     "mode_collapse": _COLLAPSE,
     "template_collapse": _COLLAPSE,
     "length_explosion": _LENGTH,
     "length_collapse": _LENGTH,
     "truncation": _LENGTH + " Or raise max_completion_length if the answers need the room.",
-    "kl_reward_scale": '[D1 sec. 7] "If the reward scale changes markedly after moving the KL term into '
-    "the reward, recalibrate the advantage normalization, or the within-group relative advantages may be "
-    'distorted." [D1 sec. 4.2] "Where the KL term sits changes the reward scale and with it the numerical '
-    'stability after advantage normalization."',
-    "sampler_mismatch": '[D2 sec. 1.2] "Parallel or asynchronous sampling means the update data was not '
-    'sampled by the current policy; importance sampling and clipping correct this staleness." [D1 sec. '
-    '4.4] "The importance ratio measures how far the current policy is from the sampling policy": check '
-    "sampler precision and synchronization, or turn on an is_correction (tis_*, mis_*).",
-    "conflicting_objectives": '[D2 sec. 4.3] "List the new trick and the existing reward terms one by one '
-    "and check whether their gradient directions roughly agree: run base GRPO, base GRPO plus the new "
-    "trick, and the new reward term alone on a small dataset and compare their convergence direction and "
-    'output style; combine them only if they point the same way."',
+    "kl_reward_scale": (
+        '[Evaluation guide §7] "If the reward scale changes markedly after moving the KL term into the '
+        "reward, recalibrate the advantage normalization, or the within-group relative advantages may be "
+        'distorted." [Evaluation guide §4.2] "Where the KL term sits changes the reward scale and with it'
+        ' the numerical stability after advantage normalization."'
+    ),
+    "sampler_mismatch": (
+        '[Tricks review §1.2] "Parallel or asynchronous sampling means the update data was not sampled by'
+        ' the current policy; importance sampling and clipping correct this staleness." [Evaluation guide'
+        ' §4.4] "The importance ratio measures how far the current policy is from the sampling policy": '
+        "check sampler precision and synchronization, or turn on an is_correction (tis_*, mis_*)."
+    ),
+    "conflicting_objectives": (
+        '[Tricks review §4.3] "List the new trick and the existing reward terms one by one and check '
+        "whether their gradient directions roughly agree: run base GRPO, base GRPO plus the new trick, "
+        "and the new reward term alone on a small dataset and compare their convergence direction and "
+        'output style; combine them only if they point the same way."'
+    ),
     "nonfinite_skipped": _NONFINITE,
     "nonfinite": _NONFINITE,
-    "validation_stall": '[D1 sec. 10] "No scheme should be judged by the short-term reward curve alone; '
-    'combine clip rate, KL fluctuation and validation generalization." [D1 sec. 6.4] Reward noise: check '
-    "that the reward is correct (label noise or flipped rewards make the training reward uninformative), "
-    "then the learning rate and the group size.",
+    "validation_stall": (
+        '[Evaluation guide §10] "No scheme should be judged by the short-term reward curve alone; combine'
+        ' clip rate, KL fluctuation and validation generalization." [Evaluation guide §6.4] Reward noise:'
+        " check that the reward is correct (label noise or flipped rewards make the training reward "
+        "uninformative), then the learning rate and the group size."
+    ),
 }
 """Per rule name, the check the documents suggest: every Finding's `suggestion`."""
 
@@ -312,9 +332,9 @@ def _finding(rule: str, level: Level, message: str, steps: tuple[int, int], evid
 # --- rules: each reads a RunView and returns its findings ------------------------------------------
 
 
-def clip_rate(run: RunView) -> list[Finding]:
-    """[D1 sec. 4.4, 7] Clip rate persistently high: in some window of `clip_window` steps, at least
-    `clip_persist_frac` of the steps clip more than `clip_rate_high` of the tokens."""
+def rule_clip_rate(run: RunView) -> list[Finding]:
+    """[Evaluation guide §4.4, §7] Clip rate persistently high: in some window of `clip_window` steps, at
+    least `clip_persist_frac` of the steps clip more than `clip_rate_high` of the tokens."""
     th, s = run.th, _series(run.metrics, "clip_ratio/region_mean")
     if s is None or len(s) < th.min_steps:
         return []
@@ -332,9 +352,9 @@ def clip_rate(run: RunView) -> list[Finding]:
     return [_finding("clip_rate", "warning", message, _span(window), evidence)]
 
 
-def importance_ratio(run: RunView) -> list[Finding]:
-    """[D1 sec. 4.4] The importance ratio's distribution: its mean away from 1 (median |ratio/mean - 1|
-    above `ratio_mean_tol`) or its spread too large (median ratio/std above `ratio_std_max`)."""
+def rule_importance_ratio(run: RunView) -> list[Finding]:
+    """[Evaluation guide §4.4] The importance ratio's distribution: its mean away from 1 (median |ratio/mean -
+    1| above `ratio_mean_tol`) or its spread too large (median ratio/std above `ratio_std_max`)."""
     th = run.th
     mean, std = _series(run.metrics, "ratio/mean"), _series(run.metrics, "ratio/std")
     if mean is None or len(mean) < th.min_steps:
@@ -348,8 +368,8 @@ def importance_ratio(run: RunView) -> list[Finding]:
     return [_finding("importance_ratio", "warning", message, _span(mean), evidence)]
 
 
-def kl_drift(run: RunView) -> list[Finding]:
-    """[D2 sec. 4.1] KL rising without levelling off: over the last half the slope is positive with
+def rule_kl_drift(run: RunView) -> list[Finding]:
+    """[Tricks review §4.1] KL rising without levelling off: over the last half the slope is positive with
     t >= `kl_drift_t`, and the last quarter still exceeds the third by `kl_drift_growth` (no plateau)."""
     th, s = run.th, _series(run.metrics, "kl")
     if s is None or len(s) < th.trend_min_steps:
@@ -369,9 +389,9 @@ def kl_drift(run: RunView) -> list[Finding]:
     return [_finding("kl_drift", "warning", message, _span(half), evidence)]
 
 
-def kl_volatility(run: RunView) -> list[Finding]:
-    """[D2 sec. 4.1; D1 sec. 4.2, 7] KL volatile: after the first `kl_warmup_frac` of the run, the std
-    of the step-to-step KL changes exceeds `kl_volatility_max` times the mean KL level."""
+def rule_kl_volatility(run: RunView) -> list[Finding]:
+    """[Tricks review §4.1; Evaluation guide §4.2, §7] KL volatile: after the first `kl_warmup_frac` of the
+    run, the std of the step-to-step KL changes exceeds `kl_volatility_max` times the mean KL level."""
     th, s = run.th, _series(run.metrics, "kl")
     if s is None or len(s) < th.min_steps:
         return []
@@ -387,10 +407,11 @@ def kl_volatility(run: RunView) -> list[Finding]:
     return [_finding("kl_volatility", "warning", message, _span(tail), evidence)]
 
 
-def entropy(run: RunView) -> list[Finding]:
-    """[D1 sec. 4.2, 9; D2 sec. 2.2, 4.2] Entropy falling too fast: below `entropy_collapse_frac` of its
-    start within the first `entropy_collapse_within` of the run; or rising without bound: the end above
-    `entropy_rise_factor` times the start and still above the window before it."""
+def rule_entropy(run: RunView) -> list[Finding]:
+    """[Evaluation guide §4.2, §9; Tricks review §2.2, §4.2] Entropy falling too fast: below
+    `entropy_collapse_frac` of its start within the first `entropy_collapse_within` of the run; or rising
+    without bound: the end above `entropy_rise_factor` times the start and still above the window before
+    it."""
     th, s = run.th, _series(run.metrics, "entropy")
     if s is None or len(s) < th.min_steps:
         return []
@@ -418,8 +439,8 @@ def entropy(run: RunView) -> list[Finding]:
     return []
 
 
-def grad_spikes(run: RunView) -> list[Finding]:
-    """[D1 sec. 4.2, 6] Gradient-norm spikes: steps above median + `grad_spike_k` x MAD and above
+def rule_grad_spikes(run: RunView) -> list[Finding]:
+    """[Evaluation guide §4.2, §6] Gradient-norm spikes: steps above median + `grad_spike_k` x MAD and above
     `grad_spike_ratio` x the median; reports their count and steps."""
     th, s = run.th, _series(run.metrics, "grad_norm")
     if s is None or len(s) < th.grad_spike_min_steps:
@@ -437,8 +458,8 @@ def grad_spikes(run: RunView) -> list[Finding]:
     return [_finding("grad_spikes", "warning", message, (steps[0], steps[-1]), evidence)]
 
 
-def zero_variance_groups(run: RunView) -> list[Finding]:
-    """[D1 sec. 4.3, 7, 8] Too many groups without reward variance (no learning signal): the mean
+def rule_zero_variance_groups(run: RunView) -> list[Finding]:
+    """[Evaluation guide §4.3, §7, §8] Too many groups without reward variance (no learning signal): the mean
     `frac_reward_zero_std` exceeds `zero_std_max`."""
     th, s = run.th, _series(run.metrics, "frac_reward_zero_std")
     if s is None or len(s) < th.min_steps or s.mean() <= th.zero_std_max:
@@ -451,9 +472,9 @@ def zero_variance_groups(run: RunView) -> list[Finding]:
     return [_finding("zero_variance_groups", "warning", message, _span(s), evidence)]
 
 
-def mode_collapse(run: RunView) -> list[Finding]:
-    """[D2 sec. 4.2, 2.2] Diversity within groups lost: at the end, at least `identical_group_max` of the
-    groups are all-identical, or within-group distinct-2 fell below `distinct_drop_frac` of its start."""
+def rule_mode_collapse(run: RunView) -> list[Finding]:
+    """[Tricks review §4.2, §2.2] Diversity within groups lost: at the end, at least `identical_group_max` of
+    the groups are all-identical, or within-group distinct-2 fell below `distinct_drop_frac` of its start."""
     th, m = run.th, run.metrics
     identical = _series(m, "diversity/identical_group_frac")
     distinct = _series(m, "diversity/distinct2_group")
@@ -485,8 +506,8 @@ def _sample_groups(samples: list[dict]) -> tuple[list[list[str]], tuple[int, int
     return list(by_prompt.values()), (min(late), max(late))
 
 
-def template_collapse(run: RunView) -> list[Finding]:
-    """[D2 sec. 4.2] Collapse into one template: the same completion answers many different prompts.
+def rule_template_collapse(run: RunView) -> list[Finding]:
+    """[Tricks review §4.2] Collapse into one template: the same completion answers many different prompts.
     Reads `diversity/template_frac` (end window mean >= `template_max`); without it, the completions in
     samples.jsonl over the last half of the sampled steps (at least `template_min_prompts` prompts)."""
     th, s = run.th, _series(run.metrics, "diversity/template_frac")
@@ -508,9 +529,9 @@ def template_collapse(run: RunView) -> list[Finding]:
     ]
 
 
-def length(run: RunView) -> list[Finding]:
-    """[D2 sec. 1.2, 2.1; D1 sec. 7] Mean completion length exploding (end above `length_growth_max` x
-    start) or collapsing (end below `length_shrink_min` x start)."""
+def rule_length(run: RunView) -> list[Finding]:
+    """[Tricks review §1.2, §2.1; Evaluation guide §7] Mean completion length exploding (end above
+    `length_growth_max` x start) or collapsing (end below `length_shrink_min` x start)."""
     th, s = run.th, _series(run.metrics, "completions/mean_length")
     if s is None or len(s) < th.min_steps:
         return []
@@ -528,8 +549,8 @@ def length(run: RunView) -> list[Finding]:
     ]
 
 
-def truncation(run: RunView) -> list[Finding]:
-    """[D2 sec. 1.2, 2.1] Many completions cut at the length budget: the end window's mean
+def rule_truncation(run: RunView) -> list[Finding]:
+    """[Tricks review §1.2, §2.1] Many completions cut at the length budget: the end window's mean
     `completions/clipped_ratio` exceeds `truncation_max`."""
     th, s = run.th, _series(run.metrics, "completions/clipped_ratio")
     if s is None or len(s) < th.min_steps:
@@ -542,8 +563,8 @@ def truncation(run: RunView) -> list[Finding]:
     return [_finding("truncation", "warning", message, _span(s.iloc[-w:]), {"clipped_ratio_end": end})]
 
 
-def validation_stall(run: RunView) -> list[Finding]:
-    """[D1 sec. 6.4, 10] Training does not carry over to validation: the best `val/accuracy` of the
+def rule_validation_stall(run: RunView) -> list[Finding]:
+    """[Evaluation guide §6.4, §10] Training does not carry over to validation: the best `val/accuracy` of the
     second half of the run beats the first measurement by less than `val_gain_min` (the signature of
     noisy or flipped rewards, a learning rate too low or too high, or groups without signal)."""
     th, s = run.th, _series(run.metrics, "val/accuracy")
@@ -560,9 +581,10 @@ def validation_stall(run: RunView) -> list[Finding]:
     ]
 
 
-def kl_reward_scale(run: RunView) -> list[Finding]:
-    """[D1 sec. 4.2, 7] KL moved into the reward changes the reward scale: with kl_placement "reward"
-    (or no config), the median per-step |kl_reward/mean| / reward_std exceeds `kl_reward_scale_max`."""
+def rule_kl_reward_scale(run: RunView) -> list[Finding]:
+    """[Evaluation guide §4.2, §7] KL moved into the reward changes the reward scale: with kl_placement
+    "reward" (or no config), the median per-step |kl_reward/mean| / reward_std exceeds
+    `kl_reward_scale_max`."""
     th = run.th
     if run.config and run.config.get("kl_placement") != "reward":
         return []
@@ -585,9 +607,9 @@ def kl_reward_scale(run: RunView) -> list[Finding]:
     return [_finding("kl_reward_scale", "warning", message, _span(penalty), evidence)]
 
 
-def sampler_mismatch(run: RunView) -> list[Finding]:
-    """[D2 sec. 1.2 (stale-policy bias); D1 sec. 4.4] Sampler and trainer disagree: the median
-    is/logp_gap_mean exceeds `logp_gap_max`, or the median is/ess falls below `ess_min`."""
+def rule_sampler_mismatch(run: RunView) -> list[Finding]:
+    """[Tricks review §1.2 (stale-policy bias); Evaluation guide §4.4] Sampler and trainer disagree: the
+    median is/logp_gap_mean exceeds `logp_gap_max`, or the median is/ess falls below `ess_min`."""
     th = run.th
     gap, ess = _series(run.metrics, "is/logp_gap_mean"), _series(run.metrics, "is/raw_ess")
     ess = ess if ess is not None else _series(run.metrics, "is/ess")
@@ -615,8 +637,8 @@ def _longest_run(flags: np.ndarray) -> tuple[int, int]:
     return best, best_end
 
 
-def conflicting_objectives(run: RunView) -> list[Finding]:
-    """[D2 sec. 4.3] Two objectives pulling apart: the mean of a `grad_cos/<a>__<b>` column over
+def rule_conflicting_objectives(run: RunView) -> list[Finding]:
+    """[Tricks review §4.3] Two objectives pulling apart: the mean of a `grad_cos/<a>__<b>` column over
     `grad_cos_min_points` consecutive logged values falls below `grad_cos_min` (a single noisy value
     near zero does not break a sustained disagreement, and one bad value does not make one)."""
     th, found = run.th, []
@@ -644,8 +666,8 @@ def conflicting_objectives(run: RunView) -> list[Finding]:
     return found
 
 
-def nonfinite(run: RunView) -> list[Finding]:
-    """[D2 sec. 2.1, 5] Non-finite values: steps skipped for a non-finite loss or gradient
+def rule_nonfinite(run: RunView) -> list[Finding]:
+    """[Tricks review §2.1, §5] Non-finite values: steps skipped for a non-finite loss or gradient
     (`nonfinite/skipped_steps` > 0) are a warning; a non-finite loss, gradient norm, entropy or KL on
     any other training step is an error (the logs store non-finite numbers as null)."""
     m, found, skipped = run.metrics, [], set()
@@ -672,22 +694,22 @@ def nonfinite(run: RunView) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (
-    nonfinite,
-    template_collapse,
-    mode_collapse,
-    entropy,
-    kl_drift,
-    kl_volatility,
-    kl_reward_scale,
-    clip_rate,
-    importance_ratio,
-    sampler_mismatch,
-    grad_spikes,
-    zero_variance_groups,
-    length,
-    truncation,
-    conflicting_objectives,
-    validation_stall,
+    rule_nonfinite,
+    rule_template_collapse,
+    rule_mode_collapse,
+    rule_entropy,
+    rule_kl_drift,
+    rule_kl_volatility,
+    rule_kl_reward_scale,
+    rule_clip_rate,
+    rule_importance_ratio,
+    rule_sampler_mismatch,
+    rule_grad_spikes,
+    rule_zero_variance_groups,
+    rule_length,
+    rule_truncation,
+    rule_conflicting_objectives,
+    rule_validation_stall,
 )
 """Every rule `diagnose` runs."""
 

@@ -119,3 +119,19 @@ def in_reward(kl: Tensor, coef: float, mask: Tensor) -> KLTerms:
 def off(kl: Tensor, coef: float, mask: Tensor) -> KLTerms:
     """No KL regularizer (Dr. GRPO, DAPO: beta = 0)."""
     return KLTerms(loss=None, reward=None)
+
+
+def placement_site(placement: str) -> str | None:
+    """Where the named placement puts the KL: "loss", "reward", or None when it is off or unknown (the
+    config's validation names the valid ones). Read from what the registered placement returns, so the
+    registry stays the one place that knows."""
+    if placement not in KL_PLACEMENTS:
+        return None
+    terms = KL_PLACEMENTS.get(placement)(torch.zeros(1), 1.0, torch.ones(1))
+    return "loss" if terms.loss is not None else "reward" if terms.reward is not None else None
+
+
+def distinct_estimators() -> list[str]:
+    """The registered estimators whose values differ: all but the straight-through ones (verl's "+"
+    suffix), which report their base estimator's value."""
+    return [name for name in KL_ESTIMATORS.names() if not name.endswith("+")]

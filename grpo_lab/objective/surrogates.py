@@ -15,7 +15,7 @@ Stats (over valid tokens; over non-empty sequences for `gspo`):
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor
@@ -45,26 +45,43 @@ class SurrogateParams:
     """SAPO gate temperature for A > 0."""
     sapo_tau_neg: float = 1.05
     """SAPO gate temperature for A <= 0."""
-    gmpo_eps_low: float = 0.4
-    """GMPO clip in log space: log r >= -gmpo_eps_low."""
-    gmpo_eps_high: float = 0.4
-    """GMPO clip in log space: log r <= gmpo_eps_high."""
-    clip_cov_ratio: float = 2e-4
-    """Clip-Cov: fraction of valid tokens whose gradient is detached."""
+    gmpo_eps: float = 0.4
+    """GMPO clip in log space: -gmpo_eps <= log r <= gmpo_eps."""
+    cov_ratio: float = 2e-4
+    """Clip-Cov: fraction of valid tokens whose gradient is detached; KL-Cov: fraction of valid tokens,
+    those of largest cov(logp, A), that get the |log r| penalty."""
     clip_cov_lb: float = 1.0
     """Clip-Cov: only tokens with centred cov(logp, A) above this are candidates."""
     clip_cov_ub: float = 5.0
     """Clip-Cov: only tokens with centred cov(logp, A) below this are candidates."""
-    kl_cov_ratio: float = 2e-4
-    """KL-Cov: fraction of valid tokens, those of largest cov(logp, A), that get the |log r| penalty."""
     kl_cov_coef: float = 0.1
     """KL-Cov: weight of the |log r| penalty (verl `ppo_kl_coef`)."""
 
     def __post_init__(self) -> None:
-        if self.dual_clip_c is not None and self.dual_clip_c <= 1:
-            raise ValueError(f"dual_clip_c must be > 1, got {self.dual_clip_c}")
-        if self.cispo_mode not in ("relative", "absolute"):
-            raise ValueError(f"unknown cispo_mode {self.cispo_mode!r}; valid: relative, absolute")
+        checks = [
+            (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
+            (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
+            (
+                self.dual_clip_c is None or self.dual_clip_c > 1,
+                f"dual_clip_c must be > 1 or None, got {self.dual_clip_c}",
+            ),
+            (
+                self.cispo_mode in ("relative", "absolute"),
+                f"unknown cispo_mode {self.cispo_mode!r}; valid: relative, absolute",
+            ),
+            (self.cispo_cap > 0 and self.gmpo_eps > 0, "cispo_cap and gmpo_eps must be > 0"),
+            (self.sapo_tau_pos > 0 and self.sapo_tau_neg > 0, "sapo_tau_pos and sapo_tau_neg must be > 0"),
+            (0 < self.cov_ratio <= 1, f"cov_ratio must be in (0, 1], got {self.cov_ratio}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @classmethod
+    def from_fields(cls, source: object) -> "SurrogateParams":
+        """The knobs read from the attributes of the same name on `source` (a config); knobs it does
+        not have keep their defaults. Raises ValueError on a bad value: the one place they are checked."""
+        return cls(**{f.name: getattr(source, f.name) for f in fields(cls) if hasattr(source, f.name)})
 
 
 SurrogateOut = tuple[Tensor, dict[str, Tensor]]
@@ -220,11 +237,11 @@ def gmpo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: Surrogate
     broadcast over valid tokens; clip stats are per token, ratio/* over sequence geometric means."""
     delta = log_ratio(logp, old_logp)  # (N, T)
     sign = torch.sign(adv)  # (N, T)
-    clipped = sign * torch.min(sign * delta, sign * delta.clamp(-p.gmpo_eps_low, p.gmpo_eps_high))  # (N, T)
+    clipped = sign * torch.min(sign * delta, sign * delta.clamp(-p.gmpo_eps, p.gmpo_eps))  # (N, T)
     seq_ratio = torch.exp(masked_mean(clipped, mask, dim=-1))  # (N,)
     loss = -masked_mean(adv, mask, dim=-1) * seq_ratio  # (N,)
     ratio = torch.exp(delta).detach()  # (N, T)
-    lo, hi = _clip_flags(ratio, adv, math.exp(-p.gmpo_eps_low), math.exp(p.gmpo_eps_high))
+    lo, hi = _clip_flags(ratio, adv, math.exp(-p.gmpo_eps), math.exp(p.gmpo_eps))
     nonempty = mask.sum(-1) > 0  # (N,)
     dist = torch.exp(masked_mean(delta, mask, dim=-1))[nonempty]  # (S,) unclipped geometric means
     return loss[:, None] * mask, _stats(ratio, lo, hi, lo | hi, mask > 0, dist)
@@ -238,7 +255,7 @@ def clip_cov(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: Surro
     loss, lo, hi, zero_grad = _ppo(ratio, adv, 1 - p.eps_low, 1 + p.eps_high, p.dual_clip_c)
     cov = _centred_cov(adv, logp, mask)  # (N, T)
     candidates = (mask > 0) & ~zero_grad & (cov > p.clip_cov_lb) & (cov < p.clip_cov_ub)
-    chosen = _top_cov(cov, candidates, p.clip_cov_ratio, int(mask.sum()))  # (N, T)
+    chosen = _top_cov(cov, candidates, p.cov_ratio, int(mask.sum()))  # (N, T)
     loss = torch.where(chosen, loss.detach(), loss)
     return loss * mask, _stats(ratio, lo, hi, zero_grad | chosen, mask > 0)
 
@@ -249,7 +266,7 @@ def kl_cov(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: Surroga
     (arXiv:2505.22617)."""
     ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
     cov = _centred_cov(adv, logp, mask)  # (N, T)
-    chosen = _top_cov(cov, mask > 0, p.kl_cov_ratio, int(mask.sum()))  # (N, T)
+    chosen = _top_cov(cov, mask > 0, p.cov_ratio, int(mask.sum()))  # (N, T)
     loss = -ratio * adv + p.kl_cov_coef * (logp - old_logp).abs() * chosen  # (N, T)
     return loss * mask, _soft_stats(ratio, adv, mask, 1 - p.eps_low, 1 + p.eps_high)
 

@@ -139,7 +139,9 @@ def test_rule_fires_on_its_trigger_only(rule):
     found = diagnose(healthy(TRIGGERS[rule]))
     assert rules(found) == {rule}, [f.message for f in found]
     f = found[0]
-    assert f.suggestion == CHECKS[rule] and f.suggestion.startswith("[D")
+    assert f.suggestion == CHECKS[rule] and f.suggestion.startswith(
+        ("[Evaluation guide §", "[Tricks review §")
+    )
     assert f.steps[0] <= f.steps[1] and f.evidence and f.message
 
 
@@ -224,7 +226,10 @@ def test_missing_and_empty_columns_are_skipped():
 def test_format_findings():
     text = format_findings(diagnose(healthy({**TRIGGERS["clip_rate"], **TRIGGERS["nonfinite"]})))
     assert text.startswith("2 finding(s): 1 error, 1 warning")
-    assert text.index("[error] nonfinite") < text.index("[warning] clip_rate") and "check: [D" in text
+    assert (
+        text.index("[error] nonfinite") < text.index("[warning] clip_rate")
+        and "check: [Evaluation guide §" in text
+    )
     assert format_findings([]).startswith("no findings")
 
 

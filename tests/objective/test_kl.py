@@ -6,9 +6,11 @@ import torch
 from grpo_lab.objective.kl import (
     KL_ESTIMATORS,
     KL_PLACEMENTS,
+    distinct_estimators,
     exact_kl,
     importance_weighted_kl,
     kl_estimate,
+    placement_site,
 )
 
 
@@ -173,3 +175,11 @@ def test_every_placement_documented_and_finite(name):
     assert fn.__doc__.strip()
     terms = fn(KL, 0.04, torch.zeros_like(MASK))
     assert all(x is None or torch.isfinite(x).all() for x in (terms.loss, terms.reward))
+
+
+def test_placement_site_is_read_from_the_registered_placement():
+    assert [placement_site(p) for p in ("loss", "reward", "off", "nowhere")] == ["loss", "reward", None, None]
+
+
+def test_distinct_estimators_leave_out_the_straight_through_ones():
+    assert distinct_estimators() == ["k1", "k2", "k3", "abs"]

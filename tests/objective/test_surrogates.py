@@ -221,3 +221,12 @@ def test_every_entry_documented_and_finite(name):
     assert all(v.dim() == 0 and torch.isfinite(v) and not v.requires_grad for v in stats.values())
     empty_loss, empty_stats = fn(logp, old, adv, torch.zeros(6, 5), P)
     assert torch.isfinite(empty_loss).all() and all(torch.isfinite(v) for v in empty_stats.values())
+
+
+def test_surrogate_params_from_a_config_take_its_fields_of_the_same_name():
+    from grpo_lab.config import Config
+
+    p = SurrogateParams.from_fields(Config(gmpo_eps=0.3, cov_ratio=0.1, eps_high=0.28))
+    assert (p.gmpo_eps, p.cov_ratio, p.eps_high, p.clip_cov_ub) == (0.3, 0.1, 0.28, 5.0)
+    with pytest.raises(ValueError, match="cov_ratio must be in"):
+        SurrogateParams(cov_ratio=0.0)

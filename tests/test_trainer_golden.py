@@ -1,0 +1,154 @@
+"""Row for row: every preset, every trick and every fault, trained on the tiny model, give exactly the
+metrics stored in tests/data/golden_metrics.json (CPU, one thread). A refactor of the loop must leave
+them unchanged; a deliberate change of behaviour regenerates them with
+
+    GRPO_LAB_REGENERATE_GOLDEN=1 python -m pytest -q tests/test_trainer_golden.py
+
+and says why in its commit."""
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from grpo_lab import Trainer, preset
+from grpo_lab.presets import PRESETS
+
+GOLDEN = Path(__file__).parent / "data" / "golden_metrics.json"
+REGENERATE = os.environ.get("GRPO_LAB_REGENERATE_GOLDEN") == "1"
+
+TINY = dict(
+    task="judge",
+    steps=3,
+    prompts_per_step=4,
+    group_size=4,
+    max_completion_length=10,
+    val_size=8,
+    eval_every=2,
+    learning_rate=1e-2,
+    progress=False,
+)
+
+EVERY_TRICK = dict(
+    PRESETS["all_tricks"].changes,
+    num_iterations=2,
+    num_mini_batches=2,
+    micro_batch_size=6,
+    kl_prev_coef=0.05,
+    adv_clip=1.5,
+    grad_cos_every=1,
+    diversity_every=1,
+    kl_token_weight="position",
+    is_correction="tis_token",
+    seq_weight="length",
+)
+"""every trick over grpo (growth and dynamic sampling, learnable temperature, two-layer KL, ...)"""
+
+CONFIGS: dict[str, dict] = {
+    **{f"preset:{name}": {"preset": name} for name in PRESETS},
+    "every_trick": {"preset": "grpo", **EVERY_TRICK},
+    "every_trick_kl_in_reward": {
+        "preset": "scheme_b",
+        **{**EVERY_TRICK, "kl_schedule": "linear", "kl_coef_final": 0.01, "token_adv_mix": 0.5},
+    },
+    "clip_cov": {"preset": "grpo", "surrogate": "clip_cov", "cov_ratio": 0.2, "num_iterations": 2},
+    "kl_cov": {
+        "preset": "grpo",
+        "surrogate": "kl_cov",
+        "cov_ratio": 0.2,
+        "gmpo_eps": 0.3,
+        "num_iterations": 2,
+    },
+    "gmpo_dual_clip": {"preset": "gmpo", "gmpo_eps": 0.1, "dual_clip_c": 2.0, "num_iterations": 2},
+    "arith_token_credit": {"preset": "scheme_b", "task": "arith", "kl_schedule": "proportional"},
+    "faults_stale": {
+        "preset": "grpo",
+        "fault_reward_sigma": 0.1,
+        "fault_reward_flip": 0.2,
+        "fault_group_fraction": 0.5,
+        "fault_long_frac": 0.25,
+        "fault_junk_frac": 0.25,
+        "fault_repeat_k": 1,
+        "fault_stale_k": 1,
+        "skip_nonfinite": True,
+        "is_correction": "mis_seq",
+    },
+    "faults_dtype_growth": {
+        "preset": "grpo",
+        "fault_reward_flip": 0.3,
+        "fault_long_frac": 0.25,
+        "fault_junk_frac": 0.25,
+        "fault_repeat_k": 2,
+        "fault_sampler_dtype": "bfloat16",
+        "dynamic_group_size": True,
+        "temperature_jitter": 0.1,
+        "grad_cos_every": 2,
+    },
+}
+
+
+def metrics(rows: list[dict]) -> list[dict]:
+    """The rows without wall-clock and memory measurements, NaN as a string (JSON-comparable)."""
+    return [
+        {
+            k: ("nan" if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in row.items()
+            if not k.startswith("time/") and k != "cost/peak_rss_mb"
+        }
+        for row in rows
+    ]
+
+
+def run(name: str, model: str, tmp_path: Path) -> list[dict]:
+    if name == "resume":  # interrupted after a checkpoint, then resumed: must equal the golden rows
+        config = preset(
+            "grpo",
+            model=model,
+            **{
+                **TINY,
+                "steps": 4,
+                "checkpoint_every": 2,
+                "kl_schedule": "threshold",
+                "kl_target": 1e-6,
+                "entropy_coef": 0.01,
+                "entropy_target": 5.0,
+            },
+        )
+        first = Trainer(config, tmp_path / "run")
+        first.step(), first.step(), first.step()
+        return Trainer(config, tmp_path / "run", resume=True).run().to_dict("records")
+    if name == "reconfigure":
+        trainer = Trainer(preset("grpo", model=model, **{**TINY, "steps": 4, "kl_schedule": "linear"}))
+        trainer.step()
+        trainer.reconfigure(kl_coef=0.2, eps_high=0.28, group_size=3)
+        trainer.step()
+        trainer.reconfigure(kl_placement="reward", kl_estimator="k1")
+        return trainer.run().to_dict("records")
+    changes = dict(CONFIGS[name])
+    return Trainer(preset(changes.pop("preset"), model=model, **{**TINY, **changes})).run().to_dict("records")
+
+
+NAMES = [*CONFIGS, "resume", "reconfigure"]
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict:
+    return {} if REGENERATE else json.loads(GOLDEN.read_text())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_golden(golden):
+    yield
+    if REGENERATE:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(golden, indent=0, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_metrics_row_for_row(name, golden, tiny_model_path, tmp_path):
+    rows = json.loads(json.dumps(metrics(run(name, tiny_model_path, tmp_path))))
+    if REGENERATE:
+        golden[name] = rows
+    assert rows == golden[name]
