@@ -45,7 +45,9 @@ def settings(
     """A headline study's profile: under the full profile its own seeds and steps (unless `seeds` or
     `steps` are given), validated every `eval_every` steps; the smoke profile keeps its own few."""
     chosen = seeds if seeds is not None else (full_seeds if profile == "full" else None)
-    return profiles.profile(profile, chosen, steps, full_steps=full_steps, eval_every=eval_every)
+    return profiles.profile(
+        profile, list(chosen) if chosen is not None else None, steps, full_steps, eval_every
+    )
 
 
 def scheme_points(settings: Profile, schemes: Sequence[str] = SCHEMES, **changes: Any) -> list[Point]:

@@ -5,21 +5,22 @@ solutions for the warm start, and reward functions with TRL's signature
 import inspect
 import random
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-RewardFn = Callable[..., list[float | None]]
+RewardFn = Callable[..., Sequence[float | None]]
 
 
-def call_reward(fn: RewardFn, prompts: list, completions: list, **columns: list) -> object:
+def call_reward(fn: Callable[..., Any], prompts: list, completions: list, **columns: list) -> Any:
     """Call `fn` as TRL does, by keyword (so `trl.rewards` functions, whose first parameter is
     `completions`, work unchanged); a function whose parameters are named otherwise (`lambda p, c,
     **kw`) gets prompts and completions positionally."""
     try:
-        params = inspect.signature(fn).parameters
+        names = set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):  # a builtin or C callable without a signature: TRL's keywords
-        params = {"completions": None}
-    if "completions" in params:
+        names = {"completions"}
+    if "completions" in names:
         return fn(prompts=prompts, completions=completions, **columns)
     return fn(prompts, completions, **columns)
 

@@ -184,7 +184,9 @@ def _renderer(model: str, where: str) -> Callable[[list[dict]], str]:
         template = tokenizer if tokenizer.chat_template else None
     if template is None:
         return lambda messages: "\n".join(m["content"] for m in messages)
-    return lambda messages: template.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return lambda messages: str(
+        template.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    )
 
 
 def _solutions(rows: list[dict], where: str, model: str) -> list[str]:
@@ -229,12 +231,13 @@ def _with_columns(fn: RewardFn, rows: list[dict], conversational: bool) -> Rewar
     assistant message each for conversational prompts, and every other column as a keyword. The
     trainer's `answer` holds each completion's row index (`Example.answer`)."""
 
-    def reward(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> object:
+    def reward(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> Any:
         picked = [rows[int(i)] for i in answer]
         columns = {c: [row[c] for row in picked] for c in rows[0] if c != "prompt"}
-        if conversational:
-            completions = [[{"role": "assistant", "content": c}] for c in completions]
-        return call_reward(fn, [row["prompt"] for row in picked], completions, **columns)
+        shown: list = (
+            [[{"role": "assistant", "content": c}] for c in completions] if conversational else completions
+        )
+        return call_reward(fn, [row["prompt"] for row in picked], shown, **columns)
 
     return reward
 
