@@ -25,18 +25,23 @@ TEST_BED: dict[str, Any] = {
     "learning_rate": 1e-4,
 }
 """what the study base changes relative to the `grpo` preset"""
+QUICK_BATCH: dict[str, Any] = {"prompts_per_step": 4, "group_size": 4}
+"""under any profile but the full one (smoke): a quarter of the batch, so every cell runs in seconds;
+the full profile, the figures and the activity test use the base's own batch"""
 
 
 def base(profile: str | Profile = "full", name: str = "grpo", **changes: Any) -> Config:
     """The study base under `profile` (a name or a `Profile`): the preset `name` (a method compared
     on the test bed) with `TEST_BED`, the profile's steps, validation interval and size, no progress
-    bar, then `changes`. Equal arguments give equal configs, so studies that ask for the same runs
-    share them through the run store (`Profile.runs_dir()`)."""
+    bar (and `QUICK_BATCH` under a profile other than the full one), then `changes`. Equal arguments
+    give equal configs, so studies that ask for the same runs share them through the run store
+    (`Profile.runs_dir()`)."""
     settings = _profile(profile)
     profile_fields = dict(
         steps=settings.steps, eval_every=settings.eval_every, val_size=settings.val_size, progress=False
     )
-    return preset(name, **{**TEST_BED, **profile_fields, **changes})
+    quick = QUICK_BATCH if settings.name != "full" else {}
+    return preset(name, **{**TEST_BED, **quick, **profile_fields, **changes})
 
 
 def _profile(profile: str | Profile) -> Profile:

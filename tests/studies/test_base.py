@@ -21,6 +21,7 @@ def test_a_study_changes_only_what_it_compares():
     config = base(PROFILES["smoke"], "dapo", steps=7, learning_rate=5e-5)
     assert config.preset == "dapo" and config.eps_high == 0.28 and config.task == "worked"
     assert (config.steps, config.learning_rate) == (7, 5e-5)
+    assert config.batch_size < base("full").batch_size  # the smoke profile's quick batch
 
 
 def test_unknown_profile():
