@@ -7,8 +7,8 @@ bed where every mechanism acts"):
   dual clip and clip-higher bind;
 - long, variable answers: the `worked` task, whose completions run from 4 to about 45 tokens and can
   grow or shrink under training, gives the length tricks something to reshape;
-- a learning rate at which entropy falls over a long run, so the entropy tricks and the collapse
-  diagnostics have something to act on.
+- grpo's own learning rate: two passes of four mini-batches (eight optimizer steps per batch) are
+  enough for the clip to bind on more than 1% of the tokens.
 A study changes only what it compares; everything else is this base."""
 
 from typing import Any
@@ -22,7 +22,6 @@ TEST_BED: dict[str, Any] = {
     "max_completion_length": 48,
     "num_mini_batches": 4,
     "num_iterations": 2,
-    "learning_rate": 1e-4,
 }
 """what the study base changes relative to the `grpo` preset"""
 QUICK_BATCH: dict[str, Any] = {"prompts_per_step": 4, "group_size": 4}

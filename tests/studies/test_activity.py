@@ -10,13 +10,13 @@ from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import PROFILES
 from grpo_lab.studies import verdicts
 
-STEPS = 6
+STEPS = 4
 CHANGED = ["reward", "loss", "grad_norm", "entropy"]
 
 
 def brief(config):
     """The first steps of a design point, validation kept small: what the activity needs."""
-    return config.replace(steps=STEPS, eval_every=STEPS, val_size=8)
+    return config.replace(steps=STEPS, eval_every=STEPS, val_size=4)
 
 
 @pytest.fixture(scope="module")
