@@ -133,11 +133,12 @@ def _start_worker(cache: str, parent: int) -> None:
 
 def _exit_with(pid: int) -> None:
     """Exit this process as soon as process `pid` ends, however it ends (SIGKILL included): wait on a
-    pidfd where the platform has one (Linux), else check once a second."""
-    if hasattr(os, "pidfd_open"):
-        with contextlib.suppress(ProcessLookupError):  # it has ended already
-            select.select([os.pidfd_open(pid)], [], [])
-    else:
+    pidfd where the system has them (Linux 5.3+), else check once a second."""
+    try:
+        select.select([os.pidfd_open(pid)], [], [])
+    except ProcessLookupError:  # it has ended already
+        pass
+    except (AttributeError, OSError):  # no pidfd here
         with contextlib.suppress(ProcessLookupError):
             while True:
                 os.kill(pid, 0)
@@ -186,7 +187,6 @@ def _in_pool(
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 executor, config = running.pop(future)
-                yield _outcome(future.result, config, root)
                 if isinstance(future.exception(), BrokenProcessPool):  # its worker died: a new one
                     executor.shutdown()
                     executor = _executor()
@@ -194,6 +194,7 @@ def _in_pool(
                     submit(executor)
                 else:
                     executor.shutdown()
+                yield _outcome(future.result, config, root)
     finally:
         for executor, _ in running.values():
             executor.shutdown(cancel_futures=True)
