@@ -48,7 +48,7 @@ def single_thread() -> None:
 
 @contextlib.contextmanager
 def one_thread_here() -> Iterator[None]:
-    """This process as a pool worker: one torch thread while it trains, its own setting restored after."""
+    """This process set like a pool worker (one torch thread) while it trains; its setting restored after."""
     import torch
 
     threads = torch.get_num_threads()

@@ -84,27 +84,45 @@ def test_two_sweeps_in_a_script_on_a_cold_cache_build_once_use_the_pool_and_stay
     assert first["wall"] <= builds[0]["seconds"] + first["run_seconds"] + 30  # no duplicate build waited on
 
 
+RECORD_PID = textwrap.dedent(
+    """
+    import os
+
+
+    def record_pid(config, path):
+        (path.parent / "pids").mkdir(parents=True, exist_ok=True)
+        (path.parent / "pids" / str(os.getpid())).touch()
+        return []
+    """
+)
+
+
 def test_two_sweeps_in_a_notebook_use_the_pool_and_stay_quiet(tiny_model_path, tmp_path):
+    (tmp_path / "recorder.py").write_text(RECORD_PID)  # importable by the kernel and its workers
     setup = textwrap.dedent(
         f"""
         import os
         from pathlib import Path
         from grpo_lab import experiments, preset
+        from recorder import record_pid
         base = preset("grpo", model={tiny_model_path!r}, task="judge", steps=2, prompts_per_step=2,
                       group_size=2, max_completion_length=8, val_size=8, eval_every=2, progress=False)
+        print(os.getpid())
         """
     )
     sweep = (
         'result = experiments.sweep(base, {{"preset": ["grpo", "dr_grpo"]}}, [{seed}], Path({root!r}), '
-        "workers=2, progress=False)\nprint(result.counts())"
+        "workers=2, progress=False, callbacks_factory=record_pid)\nprint(result.counts())"
     )
     cells = [setup] + [sweep.format(seed=seed, root=str(tmp_path / "runs")) for seed in (0, 1)]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for cell in notebook.cells for o in cell.outputs]
     assert [o for o in outputs if o.get("name") == "stderr"] == []
-    printed = [o["text"].strip() for o in outputs if o.get("name") == "stdout"]
+    kernel, *printed = [o["text"].strip() for o in outputs if o.get("name") == "stdout"]
     assert printed == ["{'loaded': 0, 'trained': 2, 'failed': 0}"] * 2
+    pids = {p.name for p in (tmp_path / "runs" / "pids").iterdir()}
+    assert len(pids) >= 2 and kernel not in pids  # every run trained in a pool worker
 
 
 class _KillItself:
