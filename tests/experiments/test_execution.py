@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -201,3 +202,12 @@ def test_workers_die_with_the_process_that_runs_the_sweep(tiny_model_path, tmp_p
     while any(map(_alive, workers)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(map(_alive, workers))
+
+
+def test_a_pool_that_cannot_start_a_worker_is_an_error(tiny_config, tmp_path, monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", refuse)
+    with pytest.raises(RuntimeError, match="could not start a worker: OSError: no more processes"):
+        execute([tiny_config(seed=s) for s in range(2)], tmp_path, workers=2, progress=False)
