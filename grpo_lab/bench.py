@@ -33,7 +33,7 @@ import torch
 
 from grpo_lab.config import Config
 from grpo_lab.evaluation import encode_prompts
-from grpo_lab.models.embedded import cache_root, new_llama
+from grpo_lab.models.embedded import build_lock, cache_root, new_llama
 from grpo_lab.models.loading import load_policy, resolve_model_path
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
 from grpo_lab.models.sampler import sample
@@ -69,24 +69,24 @@ class Work:
 
 
 def bench_4m_path() -> Path:
-    """The ~4.2M-parameter Llama (random init, seed 0, the character tokenizer), built on first use."""
+    """The ~4.2M-parameter Llama (random init, seed 0, the character tokenizer), built on first use
+    (by one process at a time, see `build_lock`)."""
     from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 
     key = hashlib.sha256(json.dumps([BENCH_4M_ARCH, CHARSET]).encode()).hexdigest()[:12]
     path = cache_root() / "models" / f"bench-4m-{key}"
-    if not (path / "config.json").exists():
-        tok = build_char_tokenizer()
-        with torch.random.fork_rng():
-            torch.manual_seed(0)
-            model = new_llama(tok, BENCH_4M_ARCH, max_position_embeddings=256)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".building-"))
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        try:
+    if (path / "config.json").exists():
+        return path
+    with build_lock(path):
+        if not (path / "config.json").exists():
+            tok = build_char_tokenizer()
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                model = new_llama(tok, BENCH_4M_ARCH, max_position_embeddings=256)
+            tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".building-"))
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
             tmp.rename(path)
-        except OSError:  # built by another process meanwhile: keep theirs
-            pass
     return path
 
 

@@ -443,8 +443,20 @@ def validate(c: Config) -> None:
         f"micro_batch_size {c.micro_batch_size} exceeds the batch ({c.batch_size} completions)",
     )
     _check(
-        c.advantage != "rloo" or c.group_size >= 2,
-        "advantage 'rloo' needs group_size >= 2 (leave-one-out)",
+        c.group_size >= 2 or c.advantage == "batch_std",
+        f"advantage {c.advantage!r} needs group_size >= 2, got {c.group_size}: it compares the completions "
+        "of each group, so in a group of one every advantage is 0 and nothing is learned (only 'batch_std', "
+        "whose baseline is the whole batch, can use groups of one)",
+    )
+    _check(
+        c.advantage != "batch_std" or c.batch_size >= 2,
+        f"advantage 'batch_std' needs a batch of at least 2 completions (prompts_per_step x group_size), "
+        f"got {c.batch_size}: a batch of one is its own baseline, so its advantage is always 0",
+    )
+    _check(
+        not c.reward_weights or any(w != 0 for w in c.reward_weights),
+        f"reward_weights are all 0 ({c.reward_weights}): every reward, hence every advantage, would be 0; "
+        "give at least one reward a nonzero weight",
     )
     _validate_tricks(c)
     _validate_faults(c)

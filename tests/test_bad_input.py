@@ -145,6 +145,13 @@ OUT_OF_RANGE = [
     ({"micro_batch_size": 100}, ["micro_batch_size", "100", "64 completions"]),
     ({"rewards": ("judge",), "reward_weights": (1.0, 2.0), "task": "judge"}, ["reward_weights", "2", "1"]),
     ({"advantage": "rloo", "group_size": 1}, ["rloo", "group_size >= 2"]),
+    ({"group_size": 1}, ["'grpo'", "group_size >= 2", "got 1", "every advantage is 0", "'batch_std'"]),
+    ({"group_size": 1, "advantage": "dr_grpo"}, ["'dr_grpo'", "group_size >= 2"]),
+    (
+        {"group_size": 1, "prompts_per_step": 1, "advantage": "batch_std"},
+        ["batch_std", "at least 2", "got 1"],
+    ),
+    ({"rewards": ("correct",), "reward_weights": (0.0,)}, ["reward_weights", "all 0", "nonzero"]),
     ({"fault_stale_k": -1}, ["fault_stale_k", ">= 0"]),
     ({"seed": -1}, ["seed", ">= 0", "-1"]),
 ]
@@ -159,7 +166,10 @@ def test_out_of_range_value_says_what_and_range(changes, words):
 
 
 INCOMPATIBLE = [
-    ({"dynamic_sampling": True, "group_size": 1}, ["dynamic_sampling", "group_size >= 2"]),
+    (
+        {"dynamic_sampling": True, "group_size": 1, "advantage": "batch_std"},
+        ["dynamic_sampling", "group_size >= 2"],
+    ),
     ({"entropy_target": 0.3}, ["entropy_target", "entropy_coef"]),
     ({"kl_schedule": "threshold", "kl_placement": "off"}, ["kl_schedule", "'threshold'", "kl_placement"]),
     ({"kl_schedule": "linear", "kl_placement": "off"}, ["kl_schedule", "'linear'", "kl_placement"]),
@@ -214,6 +224,7 @@ def test_cuda_without_cuda(tiny_model_path, tmp_path):
         (["--set", "lora=maybe"], ["'lora'", "bool", "'maybe'"]),
         (["--set", "advantage=nope"], ["unknown advantage 'nope'", "grpo", "rloo"]),
         (["--set", "temperature=0"], ["temperature must be > 0"]),
+        (["--set", "group_size=1"], ["group_size >= 2", "got 1", "every advantage is 0"]),
         (["--preset", "nope"], ["unknown preset 'nope'", "grpo", "dapo"]),
         (["--set", "model=/no/such/model"], ["/no/such/model", "does not exist"]),
     ],

@@ -1,21 +1,14 @@
-"""`grpo-lab bench` runs end to end and writes its figures (a benchmark, so no timing is asserted);
-the local pool whose speed-up it measures survives a worker that dies."""
+"""`grpo-lab bench` runs end to end and writes its figures (a benchmark, so no timing is asserted)."""
 
 import json
 import math
-import multiprocessing
-import os
 import runpy
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from grpo_lab.bench import bench, format_report, step_seconds
 from grpo_lab.cli import main
-from grpo_lab.experiments.execution import execute
-from grpo_lab.experiments.store import read_error, run_dir
 
 TINY = ["--steps", "2", "--rounds", "1", "--warmup", "0", "--completion-length", "6", "--pool-runs", "0"]
 
@@ -85,37 +78,3 @@ def test_gpu_check_smoke_on_cpu(tiny_model_path, tmp_path, monkeypatch, capsys):
     assert result["steps_per_s"] > 0 and result["forward_passes"] == 2  # policy + reference, no other
     assert math.isnan(result["peak_gib"]) and result["peak_rss_mb"] > 0
     assert "steps/s" in capsys.readouterr().out
-
-
-class _DieInAWorker:
-    """Trainer callback: in a pool worker, die at the first step (after leaving a marker); in the
-    main process, hold the first run until a worker has died, so that one always gets a run."""
-
-    def __init__(self, root: Path) -> None:
-        self.marker = root / "worker-died"
-
-    def on_step(self, step: int, row: dict) -> None:
-        if multiprocessing.current_process().name != "MainProcess":
-            self.marker.write_text("dying")
-            os._exit(3)
-        deadline = time.monotonic() + 300
-        while not self.marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def on_end(self, summary: dict) -> None:
-        pass
-
-
-def die_in_a_worker(config, path: Path) -> list:
-    return [_DieInAWorker(path.parent)]
-
-
-def test_a_worker_that_dies_is_a_recorded_failure_and_the_sweep_goes_on(tiny_config, tmp_path):
-    configs = [tiny_config(seed=s, steps=1) for s in range(3)]
-    outcomes = execute(configs, tmp_path, workers=2, progress=False, callbacks_factory=die_in_a_worker)
-    statuses = sorted(o.status for o in outcomes.values())
-    assert statuses == ["failed", "trained", "trained"]
-    (failed,) = [o for o in outcomes.values() if o.status == "failed"]
-    assert "the worker process died (exit code 3)" in failed.error
-    config = next(c for c in configs if c.key() == failed.key)
-    assert "died" in read_error(run_dir(config, tmp_path))["message"]

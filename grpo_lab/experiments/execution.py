@@ -2,29 +2,37 @@
 (`workers=1`), in a local process pool (default: one worker per core), or on Ray (one task per run,
 on an existing cluster or a local Ray started on demand). Failures are recorded and the rest goes on.
 
-The local pool counts this process as one of its workers. A spawned worker spends seconds of CPU
-importing torch and transformers before it can train, and with few cores and short runs that
-start-up is what separated the pool from a perfect speed-up (9 short runs on 2 cores: 1.41x). This
-process, which has paid it already, trains from the first second; a spawned worker asks for its
-first run only once its imports are done, so no run waits on a worker that is still starting, and
-workers still starting when nothing is left are stopped instead of waited for. Where the platform
-has it, workers are forked from multiprocessing's fork server, which imports the trainer once (the
-first time a pool starts in this process) and then starts every worker of every later sweep in an
-instant; it never trains, so the forks inherit no thread pools."""
+Before any run starts, this process builds every cached model the pending runs need (`prebuild`,
+at the warm start's own thread count), so that workers only load it: two workers building the same
+model at once on a few cores take many times as long as one build.
+
+The local pool is made of single-worker `ProcessPoolExecutor`s, one per slot, each given the next
+pending run when its last one is done. One executor per worker because an executor whose worker dies
+fails every run it holds: this way a worker killed or out of memory costs only the run it was
+training, recorded as failed. Where the platform has it, workers are forked from multiprocessing's
+fork server, which imports the trainer once, so that workers (and those of every later sweep of
+this process) start in an instant. Each worker trains with one torch thread, ignores Ctrl-C (this
+process decides what stops) and exits as soon as this process ends, however it ends (its parent is
+the fork server, which outlives this process while any of its children runs)."""
 
 import collections
 import contextlib
 import multiprocessing
 import os
-import queue
+import select
+import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from grpo_lab.config import Config
 from grpo_lab.experiments.store import CallbacksFactory, Outcome, attempt, run_dir, write_error
+from grpo_lab.models.embedded import cache_root, embedded_path
 from grpo_lab.runlog import is_finished
 
 BACKENDS = ("local", "ray")
@@ -40,7 +48,7 @@ def single_thread() -> None:
 
 @contextlib.contextmanager
 def one_thread_here() -> Iterator[None]:
-    """This process as a pool worker: one torch thread while it trains, its own setting restored after."""
+    """This process set like a pool worker (one torch thread) while it trains; its setting restored after."""
     import torch
 
     threads = torch.get_num_threads()
@@ -57,6 +65,15 @@ def attempt_single_thread(config: Config, root: Path, callbacks_factory: Callbac
     return attempt(config, root, callbacks_factory)
 
 
+def prebuild(configs: Iterable[Config]) -> None:
+    """Build, in this process, every cached model that `configs` need and that is not built yet (the
+    embedded model of each task); a process that is building one already is waited for."""
+    for task, digits in dict.fromkeys(
+        (c.task, c.task_digits or None) for c in configs if c.model == "embedded"
+    ):
+        embedded_path(task, digits)
+
+
 def execute(
     configs: Sequence[Config],
     root: str | Path,
@@ -69,15 +86,18 @@ def execute(
 ) -> dict[str, Outcome]:
     """Make sure every config has a finished run under `root`; return config key -> Outcome.
 
-    - backend 'local': `workers` processes (default `os.cpu_count()`, one torch thread each): this
-      one and `workers - 1` spawned ones, each taking the next pending run when free; `workers=1`
-      trains in this process, one run after the other, with this process's torch threads.
+    - backend 'local': `workers` processes (default `os.cpu_count()`, one torch thread each), each
+      taking the next pending run when free; `workers=1` trains in this process, one run after the
+      other, with this process's torch threads.
     - backend 'ray': one task per run on the Ray cluster at `address` (None: the one this process is
       connected to, else a local Ray started with `ray.init()`), with a GPU per task when the
-      cluster has GPUs. `root` must then be a path every node can write to.
+      cluster has GPUs. `root` must then be a path every node can write to; the cached models are
+      built here first, so nodes that share this process's cache path (GRPO_LAB_CACHE) only load
+      them, and each other node builds its own on its first run.
     - `callbacks_factory(config, run_dir)` gives each trained run its trainer callbacks (it must be
       picklable, i.e. a module-level function, for workers and Ray).
-    Duplicate configs are run once. A tqdm bar counts the runs; `progress=False` hides it."""
+    Duplicate configs are run once. A tqdm bar counts the runs; `progress=False` hides it. A pool
+    that cannot start a worker raises RuntimeError."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
     if workers is not None and workers < 1:
@@ -86,6 +106,7 @@ def execute(
     unique = {c.key(): c for c in configs}
     outcomes = {k: Outcome(k, "loaded") for k, c in unique.items() if is_finished(run_dir(c, root))}
     pending = [c for k, c in unique.items() if k not in outcomes]
+    prebuild(pending)
     processes = min(workers or os.cpu_count() or 1, len(pending))
     if backend == "ray":
         results = _on_ray(pending, root, address, callbacks_factory)
@@ -101,112 +122,82 @@ def execute(
     return outcomes
 
 
-def _serve(index: int, runs, messages, root: Path, callbacks_factory: CallbacksFactory | None) -> None:
-    """A spawned pool worker: import the trainer first, then train the runs it is sent (None: stop),
-    reporting (index, None) when ready and (index, outcome) after each run."""
+def _start_worker(cache: str, parent: int) -> None:
+    """Pool worker set-up: the model cache of the process that runs the sweep (the fork server keeps
+    the environment it started with), one torch thread, Ctrl-C ignored, and death with `parent`."""
+    os.environ["GRPO_LAB_CACHE"] = cache
     single_thread()
-    import grpo_lab.trainer  # noqa: F401  the start-up cost, paid before asking for a run
-
-    messages.put((index, None))
-    while (config := runs.get()) is not None:
-        messages.put((index, attempt(config, root, callbacks_factory)))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    """The fork server, preloaded with the trainer, where the platform has one; else spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["grpo_lab.trainer"])
-    return context
+def _exit_with(pid: int) -> None:
+    """Exit this process as soon as process `pid` ends, however it ends (SIGKILL included): wait on a
+    pidfd where the system has them (Linux 5.3+), else check once a second."""
+    try:
+        select.select([os.pidfd_open(pid)], [], [])
+    except ProcessLookupError:  # it has ended already
+        pass
+    except (AttributeError, OSError):  # no pidfd here
+        with contextlib.suppress(ProcessLookupError):
+            while True:
+                os.kill(pid, 0)
+                time.sleep(1)
+    os._exit(1)
+
+
+def _executor() -> ProcessPoolExecutor:
+    """A single-worker executor on the fork server, preloaded with the trainer, where the platform
+    has one (else spawn)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["grpo_lab.trainer"])
+    else:
+        context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(str(cache_root()), os.getpid()),
+    )
 
 
 def _in_pool(
     configs: list[Config], root: Path, workers: int, callbacks_factory: CallbacksFactory | None
 ) -> Iterator[Outcome]:
-    """Runs shared by this process and `workers - 1` started ones, each taking the next pending run
-    when it is free (see the module doc). A background thread starts the workers (the fork server's
-    first start blocks until it has imported the trainer), answers each ready worker with a run or
-    a stop, and records the run of a worker that dies; this thread trains meanwhile."""
+    """The runs on `workers` single-worker executors (see the module doc), in the order they end.
+    Interrupted, it starts no new run and waits for those under way (their results are kept)."""
     pending = collections.deque(configs)
-    changed = threading.Condition()  # guards pending, in_flight and closing
-    in_flight = [0]  # runs handed to started workers whose outcome has not come back
-    closing = threading.Event()  # set once this process takes no more runs
-    done: queue.SimpleQueue = queue.SimpleQueue()  # outcomes of the started workers' runs
-    context = _context()
-    messages = context.Queue()
-    inboxes = [context.SimpleQueue() for _ in range(workers - 1)]
-    procs = [
-        context.Process(target=_serve, args=(i, inbox, messages, root, callbacks_factory), daemon=True)
-        for i, inbox in enumerate(inboxes)
-    ]
+    running: dict[Future, tuple[ProcessPoolExecutor, Config]] = {}
 
-    def take(count: bool) -> Config | None:
-        """The next pending run (counted in flight when it goes to a started worker)."""
-        with changed:
-            if not pending:
-                return None
-            in_flight[0] += count
-            return pending.popleft()
-
-    def finish(outcome: Outcome) -> None:
-        done.put(outcome)
-        with changed:
-            in_flight[0] -= 1
-            changed.notify_all()
-
-    def feed() -> None:
-        started: dict[int, multiprocessing.process.BaseProcess] = {}
-        running: dict[int, Config] = {}
-        stopped: set[int] = set()
+    def submit(executor: ProcessPoolExecutor) -> None:
+        config = pending.popleft()
         try:
-            for index, proc in enumerate(procs):
-                if closing.is_set() and not pending:
-                    break
-                proc.start()
-                started[index] = proc
-            while not (closing.is_set() and not pending and not running):
-                try:
-                    index, outcome = messages.get(timeout=0.2)
-                except queue.Empty:
-                    for index, proc in started.items():
-                        if proc.exitcode is not None and index in running:  # killed, out of memory
-                            config = running.pop(index)
-                            error = RuntimeError(f"the worker process died (exit code {proc.exitcode})")
-                            finish(Outcome(config.key(), "failed", write_error(run_dir(config, root), error)))
-                            stopped.add(index)
-                    continue
-                if outcome is not None:
-                    del running[index]
-                    finish(outcome)
-                config = take(count=True)
-                inboxes[index].put(config)  # None: nothing left, the worker stops
-                if config is None:
-                    stopped.add(index)
-                else:
-                    running[index] = config
-        finally:
-            for config in running.values():  # only if this thread itself failed
-                finish(Outcome(config.key(), "failed", "the pool's dispatcher thread failed"))
-            for index, proc in started.items():
-                if index not in stopped:  # still starting, or failed: nothing left for it
-                    proc.terminate()
-                proc.join()
+            running[executor.submit(attempt, config, root, callbacks_factory)] = (executor, config)
+        except Exception as err:
+            executor.shutdown()
+            raise RuntimeError(
+                f"the local pool could not start a worker: {type(err).__name__}: {err}"
+            ) from err
 
-    threading.Thread(target=feed, daemon=True).start()
     try:
-        with one_thread_here():
-            while (config := take(count=False)) is not None:
-                yield attempt(config, root, callbacks_factory)
-                while not done.empty():
-                    yield done.get()
+        for _ in range(workers):
+            submit(_executor())
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                executor, config = running.pop(future)
+                if isinstance(future.exception(), BrokenProcessPool):  # its worker died: a new one
+                    executor.shutdown()
+                    executor = _executor()
+                if pending:
+                    submit(executor)
+                else:
+                    executor.shutdown()
+                yield _outcome(future.result, config, root)
     finally:
-        with changed:
-            pending.clear()  # interrupted: start nothing new, let the runs under way finish
-            closing.set()
-            changed.wait_for(lambda: in_flight[0] == 0)  # workers still starting are not waited for
-    while not done.empty():
-        yield done.get()
+        for executor, _ in running.values():
+            executor.shutdown(cancel_futures=True)
 
 
 def _on_ray(
@@ -233,5 +224,8 @@ def _outcome(result: Callable[[], Outcome], config: Config, root: Path) -> Outco
     """A worker's outcome; a worker that died (killed, out of memory, lost node) is a recorded failure."""
     try:
         return result()
+    except BrokenProcessPool:
+        error = RuntimeError("the worker process died while training it (killed, or out of memory)")
+        return Outcome(config.key(), "failed", write_error(run_dir(config, root), error))
     except Exception as err:
         return Outcome(config.key(), "failed", write_error(run_dir(config, root), err))

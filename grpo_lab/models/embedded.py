@@ -1,8 +1,11 @@
 """The embedded default model: a ~1M-parameter Llama with a character tokenizer, warm-started
 by a short supervised fine-tune on the task's reference solutions until its greedy validation
 accuracy is moderate (GRPO learns from groups with mixed rewards). Built once per (task, model
-config), saved with `save_pretrained`, and always loaded back through `from_pretrained`."""
+config), saved with `save_pretrained`, and always loaded back through `from_pretrained`. One process
+builds it; any other that needs it meanwhile waits for it (`build_lock`) and loads it."""
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -12,6 +15,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -49,11 +53,25 @@ def cache_root() -> Path:
 
 
 def embedded_path(task: str, digits: int | None = None) -> Path:
-    """Directory of the warm-started model for a task, built on first use."""
+    """Directory of the warm-started model for a task, built on first use (under `build_lock`, so a
+    process that finds it being built waits and loads it instead of building it again)."""
     path = embedded_dir(task, digits)
     if not (path / "warm_start.json").exists():
-        build(task, digits, path)
+        with build_lock(path):
+            if not (path / "warm_start.json").exists():
+                build(task, digits, path)
     return path
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive right to build the cached artifact `path` (an flock on a lock file beside
+    it, released however this process ends): two processes never build the same artifact at once,
+    which on a few cores makes both take several times as long as one. Re-check for `path` inside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        yield
 
 
 def embedded_dir(task: str, digits: int | None = None) -> Path:
