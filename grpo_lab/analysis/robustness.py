@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_lab.analysis.diagnostics import CHECKS, diagnose_run
+from grpo_lab.analysis.diagnostics import diagnose_run
 from grpo_lab.analysis.effects import difference_interval, verdict
 from grpo_lab.analysis.stats import mean_interval
 from grpo_lab.config import Config
@@ -102,11 +102,13 @@ def run_findings(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def rule_counts(findings: pd.DataFrame, runs: pd.DataFrame, by: str) -> pd.DataFrame:
     """How many runs of each value of `by` (the columns, in their order in `runs`) each rule fired
-    on (a run counts once per rule; rows in the order of `diagnostics.CHECKS`, then 'run_failed';
-    rules that never fired are left out). The runs per value are `runs[by].value_counts()`."""
+    on. A run is identified by every column of `findings` but the rule, severity and message (e.g.
+    scheme, condition and seed), so runs that share a value of `by` and a seed (different schemes)
+    count separately and a cell is out of `runs[by].value_counts()`; a run counts once per rule.
+    Rows: rules in the order they first fired, rules that never fired left out."""
     order = list(dict.fromkeys(runs[by]))
-    fired = findings.drop_duplicates([by, "seed", "rule"])
+    ids = [c for c in findings.columns if c not in ("rule", "severity", "message")]
+    fired = findings.drop_duplicates([*ids, "rule"])
     counts = fired.groupby(["rule", by]).size().unstack(by, fill_value=0)
-    counts = counts.reindex(columns=order, fill_value=0)
-    rules = [rule for rule in (*CHECKS, RUN_FAILED) if rule in counts.index]
-    return counts.loc[rules].astype(int)
+    counts = counts.reindex(index=list(dict.fromkeys(fired["rule"])), columns=order, fill_value=0)
+    return counts.astype(int)

@@ -84,3 +84,11 @@ def test_rule_counts_of_no_findings_is_empty():
     counts = robustness.rule_counts(empty, runs, by="condition")
     assert counts.empty and list(counts.columns) == ["clean"]
     assert np.issubdtype(counts.dtypes.iloc[0], np.integer)
+
+
+def test_rule_counts_count_runs_of_different_schemes_that_share_a_seed_apart():
+    """Four schemes, one seed: a rule that fired on all four runs of a condition counts 4 of 4."""
+    runs = pd.DataFrame({"scheme": ["a", "b", "c", "d"], "condition": ["flip"] * 4, "seed": [0] * 4})
+    findings = runs.assign(rule="stall", severity="warning", message="m")
+    counts = robustness.rule_counts(findings, runs, by="condition")
+    assert counts.loc["stall", "flip"] == 4 == runs["condition"].value_counts()["flip"]
