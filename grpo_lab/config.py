@@ -36,9 +36,9 @@ class Config:
 
     # --- task ---
     task: str = "arith"
-    """'arith', 'scratchpad', 'chain' (long written-out sums) sparse 0/1; 'judge' dense in [0.75, 0.85]"""
+    """'arith', 'scratchpad', 'worked' (long worked sums) sparse 0/1; 'judge' dense in [0.75, 0.85]"""
     task_digits: int = 0
-    """operand size (arith, scratchpad, chain) or number length (judge); 0 = the task's default"""
+    """operand size (arith, scratchpad, worked) or number length (judge); 0 = the task's default"""
     rewards: tuple[str, ...] = ()
     """names of the task's reward functions to combine; () = the task's default"""
     reward_weights: tuple[float, ...] = ()
@@ -354,7 +354,7 @@ def validate(c: Config) -> None:
         all(map(math.isfinite, c.reward_weights)), f"reward_weights must be finite, got {c.reward_weights}"
     )
     _check(len(set(c.rewards)) == len(c.rewards), f"rewards lists a reward twice: {c.rewards}")
-    max_digits = {"arith": 3, "scratchpad": 3, "chain": 3, "judge": 6}.get(c.task, 0)
+    max_digits = {"arith": 3, "scratchpad": 3, "worked": 3, "judge": 6}.get(c.task, 0)
     _check(
         c.task_digits <= max_digits,
         f"task_digits {c.task_digits} is too large for {c.task!r} (every problem is built up front); "

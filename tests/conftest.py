@@ -62,3 +62,11 @@ def embedded_arith_path() -> str:
     from grpo_lab.models.embedded import embedded_path
 
     return str(embedded_path("arith"))
+
+
+@pytest.fixture(scope="session")
+def embedded_worked_path() -> str:
+    """The warm-started embedded model for `worked`, the study base's task (built once, then cached)."""
+    from grpo_lab.models.embedded import embedded_path
+
+    return str(embedded_path("worked"))

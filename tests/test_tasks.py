@@ -5,9 +5,9 @@ import pytest
 from grpo_lab.tasks import TASKS, make_task
 from grpo_lab.tasks.arith import digit_credit
 from grpo_lab.tasks.base import parse_int
-from grpo_lab.tasks.chain import columns, partial_sums
 from grpo_lab.tasks.judge import HIGH, LOW, judge_score
 from grpo_lab.tasks.scratchpad import column_work, final_answer
+from grpo_lab.tasks.worked import columns, solution
 
 _CACHE = {}
 
@@ -28,8 +28,8 @@ def some_examples(t, n=300):
 
 
 def test_task_registry():
-    assert sorted(TASKS) == ["arith", "chain", "judge", "scratchpad"]
-    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, chain, judge"):
+    assert sorted(TASKS) == ["arith", "judge", "scratchpad", "worked"]
+    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, worked, judge"):
         make_task("nope")
 
 
@@ -76,7 +76,7 @@ def test_validation_is_a_fixed_prefix(name):
     assert t.validation(10**9) == list(t.val)
 
 
-@pytest.mark.parametrize("name", ["arith", "scratchpad", "chain"])
+@pytest.mark.parametrize("name", ["arith", "scratchpad", "worked"])
 def test_reference_solutions_are_correct(name):
     t = task(name)
     examples = some_examples(t)
@@ -121,7 +121,7 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("name", ["arith", "scratchpad", "chain"])
+@pytest.mark.parametrize("name", ["arith", "scratchpad", "worked"])
 def test_parsing_never_evaluates_code(name, tmp_path, capfd):
     marker = tmp_path / "pwned"
     t = task(name)
@@ -218,15 +218,17 @@ def test_operand_size_below_one_is_refused():
         make_task("arith", 0)
 
 
-def test_chain_work_styles():
-    assert columns([23, 45, 67, 89], 2) == "3+5+7+9=24,2+4+6+8+2=22"
-    assert partial_sums([23, 45, 67, 89]) == "23+45=68,68+67=135,135+89=224"
+def test_worked_styles():
+    assert solution(37, 48, 2, "direct") == ">85"
+    assert solution(37, 48, 2, "columns") == "7+8=15,3+4+1=8>85"
+    assert columns(37, 48, 2, named=True) == "units 7+8=15 carry 1,tens 3+4+1=8 carry 0"
+    assert columns(95, 17, 2, named=True) == "units 5+7=12 carry 1,tens 9+1+1=11 carry 1"
 
 
-def test_chain_answers_are_long_and_of_varied_length():
-    """The reference completions the warm start learns from average about 30 tokens (with EOS) and
-    spread from a bare answer to the written-out partial sums: room for length to grow or shrink."""
-    lengths = [len(ex.solution) + 1 for ex in task("chain").problems]
+def test_worked_answers_are_long_and_of_varied_length():
+    """The reference completions the warm start learns from average over 30 tokens (with EOS) and
+    spread from a bare answer to the named columns: room for length to grow or shrink."""
+    lengths = [len(ex.solution) + 1 for ex in task("worked").problems]
     mean = sum(lengths) / len(lengths)
-    assert 28 < mean < 32 and min(lengths) <= 5 and max(lengths) >= 40
-    assert len(set(lengths)) > 20
+    assert 30 < mean < 35 and min(lengths) <= 5 and max(lengths) >= 45
+    assert len(set(lengths)) >= 10

@@ -5,7 +5,7 @@ bed where every mechanism acts"):
 - off-policy updates: each sampled batch is used for several optimizer steps (mini-batches of whole
   groups, and passes over the batch), so importance ratios depart from 1 and the clip ranges, the
   dual clip and clip-higher bind;
-- long, variable answers: the `chain` task, whose completions run from 4 to about 45 tokens and can
+- long, variable answers: the `worked` task, whose completions run from 4 to about 45 tokens and can
   grow or shrink under training, gives the length tricks something to reshape;
 - a learning rate at which entropy falls over a long run, so the entropy tricks and the collapse
   diagnostics have something to act on.
@@ -18,7 +18,7 @@ from grpo_lab.presets import preset
 from grpo_lab.profiles import PROFILES, Profile
 
 TEST_BED: dict[str, Any] = {
-    "task": "chain",
+    "task": "worked",
     "max_completion_length": 48,
     "num_mini_batches": 4,
     "num_iterations": 2,

@@ -1,0 +1,139 @@
+"""The verdict table: one row per scheme (against `grpo`) and per trick (its leave-one-out from all
+tricks on), computed from the runs alone: the paired effect on final validation accuracy with its 95%
+interval and minimum detectable effect, the stability figures relative to the reference, the cost
+multiple, the activity measure, and a verdict against the margin of interest (better / worse / no
+difference larger than the margin / undecided). It is the measured counterpart of the tricks
+review's table of difficulty, stability, performance, cost and recommendation (`docs/sources.md`,
+Tricks review §3.1). Reads run logs only."""
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from grpo_lab.analysis import stability
+from grpo_lab.analysis.activity import ACTIVITY, activity
+from grpo_lab.analysis.power import paired
+
+MARGIN = 0.05
+"""the effect of interest on final validation accuracy (absolute): smaller differences are 'no
+difference' when the design can show it"""
+COST_MARGIN = 0.05
+"""a cost multiple within 1 +- this counts as costing the same"""
+STABILITY_COLUMNS = ("kl_volatility", "grad_spikes", "entropy_decay", "clip_rate", "reward_variance")
+"""the stability figures shown in the table, each as arm / reference"""
+
+
+def run_scores(
+    metrics: pd.DataFrame, configs: dict[str, dict], measured: dict[str, Sequence[str]], by: str = "label"
+) -> pd.DataFrame:
+    """One row per run: `by`, seed, final validation accuracy (the last evaluation), mean step time,
+    every stability figure and, for each name in `measured[label]`, the activity measure of that
+    scheme or trick as column `activity:<name>` (`configs[label]`: the config dict of those runs)."""
+    rows = []
+    for (label, seed), run in metrics.groupby([by, "seed"], sort=False):
+        val = run.dropna(subset=["val/accuracy"]).sort_values("step")
+        train = run[run["reward"].notna()]
+        rows.append(
+            {
+                by: label,
+                "seed": seed,
+                "accuracy": float(val["val/accuracy"].iloc[-1]) if len(val) else np.nan,
+                "step_s": float(train["time/step_s"].mean()),
+                **{k: f.fn(run) for k, f in stability.STABILITY.items()},
+                **{f"activity:{n}": activity(n, run, configs[label]) for n in measured.get(label, ())},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _ratio(arm: pd.Series, reference: pd.Series) -> float:
+    """Mean of the arm over mean of the reference (NaN when undefined)."""
+    a, r = (
+        float(np.nanmean(arm)) if len(arm) else np.nan,
+        float(np.nanmean(reference)) if len(reference) else np.nan,
+    )
+    return a / r if np.isfinite(a) and np.isfinite(r) and r != 0 else np.nan
+
+
+def _paired_cost(arm: pd.Series, reference: pd.Series) -> float:
+    """Geometric mean over shared seeds of the per-seed step-time ratio arm / reference."""
+    both = pd.concat({"a": arm, "r": reference}, axis=1, join="inner").dropna()
+    return float(np.exp(np.log(both["a"] / both["r"]).mean())) if len(both) else np.nan
+
+
+def recommendation(verdict: str, cost: float, inert: bool) -> str:
+    """What the row says to a user, derived from its verdict and cost (never written by hand)."""
+    if inert:
+        return "inert here: cannot be judged"
+    if verdict == "better":
+        return "worth it" if cost <= 1 + COST_MARGIN else "better, at a cost"
+    if verdict == "worse":
+        return "avoid"
+    if verdict == "no difference > margin":
+        return "no gain: skip" if cost > 1 + COST_MARGIN else "no gain, no cost"
+    return "undecided: more seeds"
+
+
+def compare(
+    scores: pd.DataFrame,
+    arms: Sequence[tuple[str, str, str, str]],
+    by: str = "label",
+    margin: float = MARGIN,
+) -> pd.DataFrame:
+    """The verdict table. `arms` lists (row name, kind, treatment label, control label): a scheme
+    is (name, "scheme", name, "grpo"); a trick in a leave-one-out is (name, "trick", "all",
+    "-name"), so its effect is what switching it on adds to the other tricks. Effects are paired
+    over the seeds both labels have; the activity is measured in the treatment's runs, where the
+    mechanism is on."""
+    by_label = {label: frame.set_index("seed") for label, frame in scores.groupby(by)}
+    rows = []
+    for name, kind, treatment, control in arms:
+        if treatment not in by_label or control not in by_label:
+            raise ValueError(f"row {name!r}: no runs for {treatment!r} or {control!r}")
+        t, c = by_label[treatment], by_label[control]
+        effect = paired(t["accuracy"], c["accuracy"])
+        column = f"activity:{name}"  # measured where the mechanism is on: the treatment's runs
+        act = float(t[column].mean()) if column in t else math.nan
+        cost = _paired_cost(t["step_s"], c["step_s"])
+        inert = not (act > 0)
+        rows.append(
+            {
+                "row": name,
+                "kind": kind,
+                "seeds": effect.n,
+                "effect": effect.effect,
+                "ci_low": effect.low,
+                "ci_high": effect.high,
+                "mde": effect.mde,
+                **{f"{k} x": _ratio(t[k], c[k]) for k in STABILITY_COLUMNS},
+                "cost x": cost,
+                "activity": act,
+                "activity measure": ACTIVITY[name].what if name in ACTIVITY else "",
+                "verdict": effect.verdict(margin),
+                "recommendation": recommendation(effect.verdict(margin), cost, inert),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table as GitHub markdown, numbers rounded for reading."""
+    shown = table.copy()
+    shown["effect (95% CI)"] = [
+        f"{e:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        for e, lo, hi in zip(shown["effect"], shown["ci_low"], shown["ci_high"])
+    ]
+    columns = ["row", "kind", "seeds", "effect (95% CI)", "mde"]
+    columns += [f"{k} x" for k in STABILITY_COLUMNS] + ["cost x", "activity", "verdict", "recommendation"]
+    shown = shown[columns]
+    header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    body = "".join("| " + " | ".join(_cell(v) for v in row) + " |\n" for row in shown.itertuples(index=False))
+    return header + body
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "n/a" if not math.isfinite(value) else f"{value:.3g}"
+    return str(value)
