@@ -2,11 +2,17 @@
 per-run metric, how the effect is measured and the range of effects it asserts; the catalogue of the
 seed documents' claims and the runs they need are the claims study's (`grpo_lab.studies.claims`).
 
-Decision rule (one for every claim): the 95% interval of the effect (`stats.effect_interval`, a Welch
-t-interval over runs, one run per seed) is compared with the claimed region, an open interval of
-effects. The claim is *supported* when the whole interval lies inside the region, *not supported*
-when the interval and the region do not overlap, and *inconclusive* otherwise (the runs cannot tell).
-The verdict is computed from the runs by `verdict`; nothing here is written by hand."""
+Decision rule (one for every claim): the arms of a claim share their seeds (the same prompts and
+sampling streams), so the effect is estimated on per-seed pairs (`power.paired`, docs/sources.md,
+"Deciding with few runs"): a 'difference' is the mean of the per-seed differences; a 'relative'
+effect is the per-seed log-ratio log(treatment / control), whose mean and t-interval are mapped back
+by exp(x) - 1 (a geometric-mean relative change, symmetric on the log scale where ratios are); a
+'value' is the treatment's own per-seed score. Each effect has its 95% t-interval and its minimum
+detectable effect (MDE, 80% power at the 5% level, in the effect's own units). The interval is
+compared with the claimed region, an open interval of effects: *supported* when it lies inside,
+*not supported* when they do not overlap, *inconclusive* otherwise; the MDE says whether more seeds
+could settle it. Nothing here is written by hand.
+"""
 
 import math
 import textwrap
@@ -19,7 +25,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from grpo_lab.analysis.stats import EFFECTS, effect_interval, probability_of_improvement, volatility
+from grpo_lab.analysis.power import paired
+from grpo_lab.analysis.stats import EFFECTS, volatility
 from grpo_lab.registry import Registry
 
 VERDICTS = ("supported", "not supported", "inconclusive")
@@ -179,6 +186,48 @@ def step_time(run: pd.DataFrame) -> float:
     return float(_column(rows, "time/step_s").mean())
 
 
+CRASH_STEPS = 5
+"""a run 'crashed early' when it stopped, or logged a non-finite loss or reward, within this many steps"""
+KL_BOUND = 1.0
+"""nats per token: a run whose exact KL to the reference ends above this has drifted off (diverged)"""
+STALL_GAIN = 0.02
+"""a run whose validation accuracy rose by no more than this from its first evaluation converged
+prematurely (learned nothing within the budget)"""
+
+
+@RUN_METRICS.register("final_temperature")
+def final_temperature(run: pd.DataFrame) -> float:
+    """The learned sampling temperature, mean over the last quarter of the steps ("late in training")."""
+    return _last_quarter(_training(run, "temperature/learned"))
+
+
+@RUN_METRICS.register("crashed_early")
+def crashed_early(run: pd.DataFrame) -> float:
+    """1 when the run stopped, or logged a non-finite loss or reward, within `CRASH_STEPS` steps, else
+    0 (a failed run, with no log, scores 1: see `ON_FAILURE`)."""
+    rows = run[run["reward"].notna()] if "reward" in run else run.iloc[:0]
+    early = rows[rows["step"] < CRASH_STEPS]
+    finite = np.isfinite(early[["loss", "reward"]].to_numpy(dtype=float)).all() if "loss" in early else True
+    return float(len(early) < CRASH_STEPS or not finite)
+
+
+@RUN_METRICS.register("diverged_or_stalled")
+def diverged_or_stalled(run: pd.DataFrame) -> float:
+    """1 when the run diverged (a non-finite training reward, or a final exact KL above `KL_BOUND`) or
+    converged prematurely (validation accuracy up by no more than `STALL_GAIN`), else 0: the tricks
+    review's "diverges or converges prematurely"."""
+    reward = _training(run, "reward")
+    if not np.isfinite(reward.to_numpy()).all() or final_kl(run) > KL_BOUND:
+        return 1.0
+    accuracy = _column(run, "val/accuracy")
+    return float(accuracy.iloc[-1] - accuracy.iloc[0] <= STALL_GAIN)
+
+
+ON_FAILURE = {"crashed_early": 1.0, "diverged_or_stalled": 1.0}
+"""the score of a run that failed (no log to read) on the metrics where failing is the outcome
+measured; on every other metric a failed run has no score and leaves its seed's pair"""
+
+
 # --- claims ----------------------------------------------------------------------------------------
 
 
@@ -203,6 +252,11 @@ class Claim:
     """config fields of the comparison arm ({}: the base itself; None for effect 'value')"""
     design: str = "training"
     """'training' (the short-run profile of `studies.sensitivity`) or 'cost' (`studies.cost`)"""
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    """configurations the claim is about (field -> values): each arm runs at every combination, and
+    a seed's score is the mean over them (e.g. the share of configurations that fail)"""
+    reading: str = ""
+    """how the region reads the document's number, where a choice was needed"""
 
     def __post_init__(self) -> None:
         if self.metric not in RUN_METRICS:
@@ -233,21 +287,32 @@ def arm_label(overrides: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "base"
 
 
-def evaluate(claims: Sequence[Claim], scores: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The table of claims: per claim, its test, the arms' mean scores and run counts, the effect with
-    its `confidence` interval, the probability that a treatment run beats a control run (with a
-    bootstrap interval) and the verdict of `verdict`."""
+def effect(claim: Claim, scores: pd.DataFrame) -> dict[str, float]:
+    """The paired effect of one claim from its scores (rows: arm, seed, score): n, effect, low,
+    high, sd and mde (see the module docstring for each kind of effect)."""
+    arm = {a: g.groupby("seed")["score"].mean() for a, g in scores.groupby("arm")}
+    treatment = arm.get("treatment", pd.Series(dtype=float))
+    if claim.effect == "value":
+        result = paired(treatment, pd.Series(0.0, index=treatment.index))
+        return result.as_dict()
+    control = arm.get("control", pd.Series(dtype=float))
+    if claim.effect == "difference":
+        return paired(treatment, control).as_dict()
+    logs = [np.log(x.where(x > 0)) for x in (treatment, control)]
+    result = paired(*logs).as_dict()
+    mapped = {k: math.expm1(result[k]) for k in ("effect", "low", "high", "mde")}
+    return {**result, **mapped}
+
+
+def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
+    """The table of claims: per claim, its test (metric, effect, claimed region and how it reads the
+    document), the arms' mean scores, the paired effect with its 95% interval, the seeds paired (n),
+    the minimum detectable effect and the verdict of `verdict`."""
     rows = []
     for claim in claims:
         mine = scores[scores["claim"] == claim.name]
-        t = mine.loc[mine["arm"] == "treatment", "score"].to_numpy(dtype=float)
-        c = (
-            mine.loc[mine["arm"] == "control", "score"].to_numpy(dtype=float)
-            if claim.control is not None
-            else None
-        )
-        estimate, low, high = effect_interval(t, c, claim.effect, confidence)
-        poi = probability_of_improvement(t, c) if c is not None and len(t) and len(c) else (np.nan,) * 3
+        means = mine.groupby("arm")["score"].mean()
+        paired_effect = effect(claim, mine)
         rows.append({
             "claim": claim.name,
             "statement": claim.statement,
@@ -255,17 +320,15 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame, confidence: float = 
             "metric": claim.metric,
             "effect": claim.effect,
             "claimed": claim.region.describe(),
-            "treatment": float(t.mean()) if len(t) else np.nan,
-            "control": float(c.mean()) if c is not None and len(c) else np.nan,
-            "estimate": estimate,
-            "low": low,
-            "high": high,
-            "n_treatment": len(t),
-            "n_control": len(c) if c is not None else 0,
-            "p_improvement": poi[0],
-            "p_improvement_low": poi[1],
-            "p_improvement_high": poi[2],
-            "verdict": verdict(low, high, claim.region),
+            "reading": claim.reading,
+            "treatment": float(means.get("treatment", np.nan)),
+            "control": float(means.get("control", np.nan)),
+            "estimate": paired_effect["effect"],
+            "low": paired_effect["low"],
+            "high": paired_effect["high"],
+            "n": paired_effect["n"],
+            "mde": paired_effect["mde"],
+            "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -313,14 +376,15 @@ def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.
         ax.set_xlabel(f"{row.metric}: {UNITS[row.effect]}", fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
         name = "\n".join(textwrap.wrap(row.claim.replace("_", " "), 34))
-        ax.set_title(f"{name}\n{row.verdict} (claimed {row.claimed})", fontsize=8, color=color)
+        heading = f"{name}\n{row.verdict} (claimed {row.claimed}; MDE {row.mde:.3g})"
+        ax.set_title(heading, fontsize=8, color=color)
         ax.grid(alpha=0.3, axis="x")
     for ax in list(axes.flat)[len(table) :]:
         ax.axis("off")
-    n = int(table["n_treatment"].max()) if len(table) else 0
+    n = int(table["n"].max()) if len(table) else 0
     fig.suptitle(
-        f"claims of the seed documents: effect and 95% Welch interval over {n} runs per arm; "
-        "green band: the claimed effects",
+        f"claims of the seed documents: paired effect and 95% t-interval over up to {n} seeds; "
+        "green band: the claimed effects; MDE: minimum detectable effect (80% power, 5% level)",
         fontsize=10,
     )
     fig.tight_layout()

@@ -74,7 +74,7 @@ def test_decision_rule_on_synthetic_runs_for_an_increase(treatment, control, exp
     assert row["verdict"] == expected
     assert row["estimate"] == pytest.approx(np.mean(treatment) - np.mean(control))
     assert row["low"] < row["estimate"] < row["high"]
-    assert row["n_treatment"] == 4 and row["n_control"] == 4
+    assert row["n"] == 4 and row["mde"] > 0
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,8 @@ def test_decision_rule_on_synthetic_runs_for_a_relative_cost(treatment, expected
     claim = synthetic_claim(between(0.15, 0.20), effect="relative")
     table = claims.evaluate([claim], synthetic_scores(treatment, control))
     assert table.iloc[0]["verdict"] == expected
-    assert table.iloc[0]["estimate"] == pytest.approx(np.mean(treatment) / np.mean(control) - 1)
+    ratios = np.log(np.array(treatment) / np.array(control))
+    assert table.iloc[0]["estimate"] == pytest.approx(np.expm1(ratios.mean()))  # geometric mean ratio - 1
 
 
 def test_decision_rule_on_a_value_without_control():
@@ -113,7 +114,19 @@ def test_decision_rule_on_a_value_without_control():
         == "supported"
     )
     row = claims.evaluate([claim], synthetic_scores([0.03, 0.028, 0.031], None)).iloc[0]
-    assert row["verdict"] == "not supported" and row["n_control"] == 0 and np.isnan(row["p_improvement"])
+    assert row["verdict"] == "not supported" and row["n"] == 3 and np.isnan(row["control"])
+
+
+def test_arms_are_paired_by_seed():
+    """Seeds differ by far more than the effect, which is the same on every seed: the paired
+    interval is narrow and the claim supported; a seed missing from one arm leaves the pairs."""
+    control = [0.20, 0.50, 0.80, 0.35]
+    treatment = [c + 0.05 + 0.002 * i for i, c in enumerate(control)]
+    scores = synthetic_scores(treatment, control)
+    row = claims.evaluate([synthetic_claim(greater())], scores).iloc[0]
+    assert row["verdict"] == "supported" and row["low"] > 0.04 and row["mde"] < 0.01
+    fewer = scores[~((scores["arm"] == "control") & (scores["seed"] == 3))]
+    assert claims.evaluate([synthetic_claim(greater())], fewer).iloc[0]["n"] == 3
 
 
 # --- per-run metrics -------------------------------------------------------------------------------
@@ -144,3 +157,26 @@ def test_run_metrics_on_a_synthetic_run():
     assert metric("early_entropy")(run) == 1.0
     with pytest.raises(ValueError, match="never logged 'advantages/clipped_frac'"):
         metric("clipped_frac")(run)
+
+
+def test_failure_metrics_on_synthetic_runs():
+    run = synthetic_run().assign(loss=0.1)
+    metric = claims.RUN_METRICS.get
+    assert metric("crashed_early")(run) == 0.0
+    broken = run.copy()
+    broken.loc[2, "loss"] = np.nan
+    assert metric("crashed_early")(broken) == 1.0
+    assert metric("crashed_early")(run[run["step"] < 3]) == 1.0  # stopped after 3 steps
+    assert metric("diverged_or_stalled")(run) == 0.0  # accuracy 0.3 -> 0.55, KL small
+    stalled = run.copy()
+    stalled.loc[stalled["val/accuracy"].notna(), "val/accuracy"] = [0.30, 0.31]
+    assert metric("diverged_or_stalled")(stalled) == 1.0
+    drifted = run.assign(**{"kl/exact": 5.0})
+    assert metric("diverged_or_stalled")(drifted) == 1.0
+    assert set(claims.ON_FAILURE) <= set(claims.RUN_METRICS.names())
+
+
+def test_final_temperature_is_the_late_learned_temperature():
+    run = synthetic_run().assign(**{"temperature/learned": np.linspace(1.0, 0.1, 10)})
+    late = claims.RUN_METRICS.get("final_temperature")(run)
+    assert late == pytest.approx(np.linspace(1.0, 0.1, 10)[:8][-2:].mean())
