@@ -17,6 +17,7 @@ TITLES = {
     "reward": "training reward",
     "val/accuracy": "validation accuracy (greedy)",
     "kl": "KL to reference",
+    "kl/exact": "exact KL to reference",
     "entropy": "token entropy",
     "clip_ratio/region_mean": "clip ratio",
     "grad_norm": "gradient norm (pre-clip)",
@@ -28,6 +29,7 @@ UNITS = {
     "val/accuracy": "fraction of prompts correct",
     "val/reward": "mean reward per prompt",
     "kl": "nats per token",
+    "kl/exact": "nats per token",
     "entropy": "nats per token",
     "clip_ratio/region_mean": "fraction of tokens",
     "grad_norm": "L2 norm",
@@ -296,14 +298,22 @@ def rule_heatmap(counts: pd.DataFrame, totals: Mapping[str, int], title: str = "
 def rule_heatmaps(
     counts: Mapping[str, pd.DataFrame], totals: Mapping[str, Mapping[str, int]], title: str = ""
 ) -> plt.Figure:
-    """`rule_heatmap` once per panel (e.g. per scheme), stacked: `counts[panel]` from
-    `robustness.rule_counts` on that panel's runs alone, `totals[panel]` its runs per column, so each
-    cell is out of the runs that panel really has."""
+    """`rule_heatmap` once per panel (e.g. per scheme), stacked with the same rows: `counts[panel]`
+    from `robustness.rule_counts` on that panel's runs alone, `totals[panel]` its runs per column, so
+    each cell is out of the runs that panel really has."""
     panels = list(counts)
     rules = list(dict.fromkeys(r for c in counts.values() for r in c.index))
-    columns = max((len(c.columns) for c in counts.values()), default=1)
-    height = sum(1.0 + 0.3 * max(1, len(rules)) for _ in panels) + 1.2
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(5.0, 2.8 + 0.62 * columns), height), squeeze=False)
+    if not rules:
+        runs = sum(int(v) for t in totals.values() for v in t.values())
+        fig, ax = plt.subplots(figsize=(5.0, 1.2))
+        ax.text(0.5, 0.5, f"no rule fired on any of the {runs} runs", ha="center", va="center")
+        ax.axis("off")
+        ax.set_title(title, fontsize=10)
+        return fig
+    columns = max(len(c.columns) for c in counts.values())
+    height = len(panels) * (1.6 + 0.3 * len(rules)) + 0.6
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(5.0, 2.8 + 0.62 * columns), height), squeeze=False,
+                             layout="constrained")  # fmt: skip
     image = None
     for ax, panel in zip(axes[:, 0], panels):
         table = counts[panel].reindex(rules, fill_value=0)
@@ -318,11 +328,7 @@ def rule_heatmaps(
                       ha="right", fontsize=7)  # fmt: skip
         ax.set_yticks(range(len(rules)), rules, fontsize=7)
         ax.set_title(str(panel), fontsize=9)
-    if image is not None:
-        fig.colorbar(image, ax=list(axes[:, 0]), label="share of runs", fraction=0.03, pad=0.02)
-    if not rules:
-        runs = sum(int(v) for t in totals.values() for v in t.values())
-        fig.text(0.5, 0.5, f"no rule fired on any of the {runs} runs", ha="center", va="center")
+    fig.colorbar(image, ax=list(axes[:, 0]), label="share of runs", fraction=0.03, pad=0.02)
     fig.suptitle(title, fontsize=10)
     return fig
 

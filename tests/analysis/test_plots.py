@@ -165,3 +165,9 @@ def test_correlation_scatter_and_phase():
     short = plots.phase(runs_frame({"a": 0.2}, steps=3), "entropy", "reward", by="label", smooth=20)
     assert len(short.axes[0].lines[1].get_xdata()) == 1  # runs shorter than the window: one window each
     assert "smoothed over 3 steps" in short.axes[0].get_title()
+
+
+def test_rule_heatmaps_say_when_no_rule_fired():
+    counts = {"grpo": pd.DataFrame(index=pd.Index([], name="rule"), columns=["clean"], dtype=int)}
+    fig = plots.rule_heatmaps(counts, {"grpo": {"clean": 2}}, title="t")
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no rule fired on any of the 2 runs"]
