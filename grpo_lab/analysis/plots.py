@@ -437,7 +437,10 @@ def phase(df: pd.DataFrame, x: str, y: str, by: str, smooth: int = 10, title: st
         ax.plot(*mean[-1], "s", color=color, ms=6)
     ax.set_xlabel(f"{TITLES.get(x, x)} ({UNITS.get(x, '')})")
     ax.set_ylabel(f"{TITLES.get(y, y)} ({UNITS.get(y, '')})")
-    ax.set_title(f"{title} (circle: start, square: end; smoothed over {window} steps)".strip(), fontsize=10)
+    runs = data.groupby(by)["seed"].nunique()
+    seeds = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()} to {runs.max()}"
+    caption = f"trailing mean over {window} steps; thin: each run, bold: mean of {seeds} seeds"
+    ax.set_title(f"{title}\n(circle: start, square: end; {caption})".strip(), fontsize=9)
     ax.legend(title=by, fontsize=7, title_fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()

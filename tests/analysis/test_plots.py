@@ -164,7 +164,8 @@ def test_correlation_scatter_and_phase():
     assert len(bold[0].get_xdata()) == 5  # 6 steps, drawn from the second on
     short = plots.phase(runs_frame({"a": 0.2}, steps=3), "entropy", "reward", by="label", smooth=20)
     assert len(short.axes[0].lines[1].get_xdata()) == 1  # runs shorter than the window: one window each
-    assert "smoothed over 3 steps" in short.axes[0].get_title()
+    assert "trailing mean over 3 steps" in short.axes[0].get_title()
+    assert "mean of 3 seeds" in short.axes[0].get_title()
 
 
 def test_rule_heatmaps_say_when_no_rule_fired():
