@@ -10,6 +10,7 @@ import pandas as pd
 
 from grpo_lab import experiments, profiles
 from grpo_lab.analysis import plots, stats
+from grpo_lab.experiments.designs import Point
 from grpo_lab.studies.base import base
 
 CURVES = (
@@ -34,9 +35,10 @@ def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None
 
 
 def run(settings: profiles.Profile) -> pd.DataFrame:
-    """Train (or load from the shared store) the study base over the profile's seeds: a row per run
-    and logged step."""
-    return experiments.run_seeds(base(settings), settings.seeds, root=settings.runs_dir())
+    """Train (or load from the shared store) the study base over the profile's seeds, the seeds in
+    parallel in the process pool (one torch thread each): a row per run and logged step."""
+    design = [Point("grpo", {}, base(settings))]
+    return experiments.run_design(design, settings.seeds, root=settings.runs_dir(), progress=False).metrics
 
 
 def figure(metrics: pd.DataFrame, settings: profiles.Profile) -> plt.Figure:
