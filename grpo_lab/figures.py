@@ -98,7 +98,8 @@ def index_path(root: Path, profile: str) -> Path:
 
 def execution_record(path: Path) -> dict[str, Any]:
     """What an executed notebook says about its run: name, start and end (UTC), parameters (the
-    parameters cell's values, overridden by the injected ones), the resolved profile, the commit."""
+    parameters cell's values, overridden by the injected ones), every distinct profile it displayed
+    (a notebook with several studies shows one per study: the settings its runs used), the commit."""
     nb = json.loads(path.read_text())
     meta = nb["metadata"].get("papermill", {})
     if not meta.get("start_time") or not meta.get("end_time"):
@@ -109,13 +110,13 @@ def execution_record(path: Path) -> dict[str, Any]:
             parameters.update(_assignments("".join(cell["source"])))
     parameters.update(meta.get("parameters", {}))
     outputs = [_text(out) for cell in nb["cells"] for out in cell.get("outputs", [])]
-    profile = next((m.group(0) for m in map(PROFILE_REPR.search, outputs) if m), None)
+    shown = list(dict.fromkeys(m for out in outputs for m in PROFILE_REPR.findall(out)))
     return {
         "notebook": path.stem,
         "start": _utc(meta["start_time"]),
         "end": _utc(meta["end_time"]),
         "parameters": parameters,
-        "profile": profile,
+        "profiles": shown,
         "commit": nb["metadata"].get("grpo_lab", {}).get("commit", "unknown"),
         "failed": bool(meta.get("exception")),
     }
@@ -180,8 +181,8 @@ def write_index(root: Path, profile: str) -> Path:
             f"({duration:.0f} s)",
             f"- commit: `{record['commit']}`",
             f"- parameters: {params or 'none'}",
-            f"- resolved profile: `{record['profile']}`"
-            if record["profile"]
+            "- resolved profile: " + "; ".join(f"`{p}`" for p in record["profiles"])
+            if record["profiles"]
             else "- resolved profile: not displayed",
             "",
         ]

@@ -1,5 +1,7 @@
 """Notebook profiles: 'smoke' runs every cell in seconds (CI, nbval); 'full' makes the figures.
-Each notebook states its own full-profile budget (steps, seeds) when it calls `profile`."""
+Each notebook states its own full-profile budget (steps, seeds, validation prompts) when it calls
+`profile`, and displays the `Profile` it resolved: the index of figures (`grpo_lab.figures`) reads the
+settings of every figure from it, so a study's runs must take their settings from that profile."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +43,13 @@ def profile(
     steps: int | None = None,
     full_steps: int | None = None,
     eval_every: int | None = None,
+    val_size: int | None = None,
 ) -> Profile:
     """A profile by name, with the notebook's own seeds or steps when it sets them. `full_steps` is
     the notebook's budget under the full profile (the smoke profile keeps its few steps);
-    `eval_every` overrides the profile's validation interval under the full profile."""
+    `eval_every` overrides the profile's validation interval under the full profile; `val_size` caps
+    the validation prompts (a smaller held-out set for a study's many short runs; never more than the
+    profile's own)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
     base = PROFILES[name]
@@ -54,5 +59,5 @@ def profile(
         tuple(seeds) if seeds is not None else base.seeds,
         steps if steps is not None else default_steps,
         eval_every if name == "full" and eval_every is not None else base.eval_every,
-        base.val_size,
+        base.val_size if val_size is None else min(base.val_size, val_size),
     )

@@ -14,8 +14,16 @@ from grpo_lab import figures
 T0 = datetime.datetime(2026, 1, 2, 10, 0, 0, tzinfo=datetime.timezone.utc)
 
 
+PROFILE = "Profile(name='full', seeds=(0, 1, 2), steps=75, eval_every=75, val_size=200)"
+
+
 def executed_notebook(
-    path: Path, start: datetime.datetime, seconds: float, injected: dict, commit: str
+    path: Path,
+    start: datetime.datetime,
+    seconds: float,
+    injected: dict,
+    commit: str,
+    shown: str = PROFILE,
 ) -> None:
     """A notebook as papermill leaves it: parameters cell, injected cell, a displayed Profile."""
     nb = nbformat.v4.new_notebook()
@@ -23,10 +31,9 @@ def executed_notebook(
     params.metadata["tags"] = ["parameters"]
     injected_cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in injected.items()))
     injected_cell.metadata["tags"] = ["injected-parameters"]
-    shown = nbformat.v4.new_code_cell("settings")
-    profile = "Profile(name='full', seeds=(0, 1, 2), steps=75, eval_every=75, val_size=200)"
-    shown.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": profile}, execution_count=3)]
-    nb.cells = [params, injected_cell, shown]
+    display = nbformat.v4.new_code_cell("settings")
+    display.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": shown}, execution_count=3)]
+    nb.cells = [params, injected_cell, display]
     end = start + datetime.timedelta(seconds=seconds)
     nb.metadata["papermill"] = {"parameters": injected, "start_time": start.isoformat(),
                                 "end_time": end.isoformat(), "exception": None}  # fmt: skip
@@ -46,8 +53,9 @@ def figure(root: Path, name: str, written: datetime.datetime) -> Path:
 def fake_project(root: Path) -> None:
     executed = root / "notebooks" / "executed"
     executed_notebook(executed / "06_sensitivity.ipynb", T0, 120, {"profile": "full"}, "abc123")
+    two = "{'training': " + PROFILE + ", 'cost': " + PROFILE.replace("steps=75", "steps=6") + "}"
     executed_notebook(executed / "07_kl.ipynb", T0 + datetime.timedelta(minutes=5), 60,
-                      {"profile": "full", "seeds": [0, 1]}, "abc123+dirty")  # fmt: skip
+                      {"profile": "full", "seeds": [0, 1]}, "abc123+dirty", shown=two)  # fmt: skip
     figure(root, "06_sensitivity.png", T0 + datetime.timedelta(seconds=100))
     figure(root, "07_kl_tokens.png", T0 + datetime.timedelta(minutes=5, seconds=30))
     figure(root, "07_kl_gradients.png", T0 + datetime.timedelta(minutes=5, seconds=59))
@@ -69,6 +77,7 @@ def test_index_lists_each_figure_under_the_execution_that_wrote_it(tmp_path):
     assert "`seeds=None`" in sections["06_sensitivity"] and "`seeds=[0, 1]`" in sections["07_kl"]
     assert "`cliff_threshold=0.1`" in sections["06_sensitivity"]  # the parameters cell's own value
     assert "steps=75, eval_every=75" in sections["06_sensitivity"]
+    assert "steps=75, eval_every=75" in sections["07_kl"] and "steps=6, eval_every=75" in sections["07_kl"]
     assert "`abc123`" in sections["06_sensitivity"] and "`abc123+dirty`" in sections["07_kl"]
     assert "2026-01-02 10:00:00 to 10:02:00 UTC (120 s)" in sections["06_sensitivity"]
     orphans = sections["Figures no recorded execution wrote"]

@@ -1,3 +1,3 @@
-"""Analysis of runs: statistics, diagnostics and plots over run logs (stats, diagnostics, plots,
-effects), and the studies of the notebooks (claims, cost, sensitivity, kl_study, horizon, ...),
-which train what they need through grpo_lab.experiments."""
+"""Analysis of runs: it only reads run logs (statistics, diagnostics, effects, plots, claims' decision
+rule) and never trains, samples or loads a model; the studies that make runs are in grpo_lab.studies
+(tests/analysis/test_layout.py enforces it)."""

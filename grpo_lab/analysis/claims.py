@@ -1,20 +1,23 @@
-"""The testable claims of the two seed documents, each a pre-declared test: the configurations to
-compare, a per-run metric, how the effect is measured and the range of effects the claim asserts.
+"""Claims as pre-declared tests, read from run logs: a claim names the configurations to compare, a
+per-run metric, how the effect is measured and the range of effects it asserts; the catalogue of the
+seed documents' claims and the runs they need are the claims study's (`grpo_lab.studies.claims`).
 
-Decision rule (one for every claim): the 95% interval of the effect (`stats.effect_interval`, a Welch
-t-interval over runs, one run per seed) is compared with the claimed region, an open interval of
-effects. The claim is *supported* when the whole interval lies inside the region, *not supported*
-when the interval and the region do not overlap, and *inconclusive* otherwise (the runs cannot tell).
-The verdict is computed from the runs by `verdict`; nothing here is written by hand.
-
-Sources: doc 000 is the evaluation plan (`shared/seeds/000_*.txt`), doc 002 the blog post on GRPO
-tricks (`shared/seeds/002_*.txt`); sections as numbered there."""
+Decision rule (one for every claim): the arms of a claim share their seeds (the same prompts and
+sampling streams), so the effect is estimated on per-seed pairs (`power.paired`, docs/sources.md,
+"Deciding with few runs"): a 'difference' is the mean of the per-seed differences; a 'relative'
+effect is the per-seed log-ratio log(treatment / control), whose mean and t-interval are mapped back
+by exp(x) - 1 (a geometric-mean relative change, symmetric on the log scale where ratios are); a
+'value' is the treatment's own per-seed score. Each effect has its 95% t-interval and its minimum
+detectable effect (MDE, 80% power at the 5% level, in the effect's own units). The interval is
+compared with the claimed region, an open interval of effects: *supported* when it lies inside,
+*not supported* when they do not overlap, *inconclusive* otherwise; the MDE says whether more seeds
+could settle it. Nothing here is written by hand.
+"""
 
 import math
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -22,11 +25,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from grpo_lab import profiles
-from grpo_lab.analysis import cost, sensitivity
-from grpo_lab.analysis.stats import EFFECTS, effect_interval, probability_of_improvement, volatility
-from grpo_lab.experiments import run_design
-from grpo_lab.experiments.designs import Point
+from grpo_lab.analysis.power import paired
+from grpo_lab.analysis.stats import EFFECTS, volatility
 from grpo_lab.registry import Registry
 
 VERDICTS = ("supported", "not supported", "inconclusive")
@@ -186,6 +186,48 @@ def step_time(run: pd.DataFrame) -> float:
     return float(_column(rows, "time/step_s").mean())
 
 
+CRASH_STEPS = 5
+"""a run 'crashed early' when it stopped, or logged a non-finite loss or reward, within this many steps"""
+KL_BOUND = 1.0
+"""nats per token: a run whose exact KL to the reference ends above this has drifted off (diverged)"""
+STALL_GAIN = 0.02
+"""a run whose validation accuracy rose by no more than this from its first evaluation converged
+prematurely (learned nothing within the budget)"""
+
+
+@RUN_METRICS.register("final_temperature")
+def final_temperature(run: pd.DataFrame) -> float:
+    """The learned sampling temperature, mean over the last quarter of the steps ("late in training")."""
+    return _last_quarter(_training(run, "temperature/learned"))
+
+
+@RUN_METRICS.register("crashed_early")
+def crashed_early(run: pd.DataFrame) -> float:
+    """1 when the run stopped, or logged a non-finite loss or reward, within `CRASH_STEPS` steps, else
+    0 (a failed run, with no log, scores 1: see `ON_FAILURE`)."""
+    rows = run[run["reward"].notna()] if "reward" in run else run.iloc[:0]
+    early = rows[rows["step"] < CRASH_STEPS]
+    finite = np.isfinite(early[["loss", "reward"]].to_numpy(dtype=float)).all() if "loss" in early else True
+    return float(len(early) < CRASH_STEPS or not finite)
+
+
+@RUN_METRICS.register("diverged_or_stalled")
+def diverged_or_stalled(run: pd.DataFrame) -> float:
+    """1 when the run diverged (a non-finite training reward, or a final exact KL above `KL_BOUND`) or
+    converged prematurely (validation accuracy up by no more than `STALL_GAIN`), else 0: the tricks
+    review's "diverges or converges prematurely"."""
+    reward = _training(run, "reward")
+    if not np.isfinite(reward.to_numpy()).all() or final_kl(run) > KL_BOUND:
+        return 1.0
+    accuracy = _column(run, "val/accuracy")
+    return float(accuracy.iloc[-1] - accuracy.iloc[0] <= STALL_GAIN)
+
+
+ON_FAILURE = {"crashed_early": 1.0, "diverged_or_stalled": 1.0}
+"""the score of a run that failed (no log to read) on the metrics where failing is the outcome
+measured; on every other metric a failed run has no score and leaves its seed's pair"""
+
+
 # --- claims ----------------------------------------------------------------------------------------
 
 
@@ -209,7 +251,12 @@ class Claim:
     control: Mapping[str, Any] | None = field(default_factory=dict)
     """config fields of the comparison arm ({}: the base itself; None for effect 'value')"""
     design: str = "training"
-    """'training' (the short-run profile of `sensitivity.settings`) or 'cost' (`cost.settings`)"""
+    """'training' (the short-run profile of `studies.sensitivity`) or 'cost' (`studies.cost`)"""
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    """configurations the claim is about (field -> values): each arm runs at every combination, and
+    a seed's score is the mean over them (e.g. the share of configurations that fail)"""
+    reading: str = ""
+    """how the region reads the document's number, where a choice was needed"""
 
     def __post_init__(self) -> None:
         if self.metric not in RUN_METRICS:
@@ -240,243 +287,32 @@ def arm_label(overrides: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "base"
 
 
-D000, D002 = "doc 000", "doc 002"
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "group_norm_dense_outcome",
-        "On dense judge rewards squeezed into [0.75, 0.85], dividing by each group's std blows tiny "
-        "differences up into a high-variance signal and does worse than scaling by the batch std",
-        f"{D002} §2.1",
-        "final_val_reward", "difference", less(),
-        {"task": "judge"}, {"task": "judge", "advantage": "lite_ppo"},
-    ),
-    Claim(
-        "group_norm_dense_aggressive",
-        "... and makes the policy over-aggressive: it drifts further from the reference",
-        f"{D002} §2.1",
-        "final_kl", "relative", greater(),
-        {"task": "judge"}, {"task": "judge", "advantage": "lite_ppo"},
-    ),
-    Claim(
-        "batch_norm_hurts",
-        "Normalizing advantages over the whole batch on top of the group normalization hurts",
-        f"{D002} §2.2",
-        "final_val_accuracy", "difference", less(),
-        {"adv_batch_norm": True},
-    ),
-    Claim(
-        "batch_norm_jittery",
-        "... training becomes jittery (KL to the reference more volatile)",
-        f"{D002} §2.2",
-        "kl_volatility", "relative", greater(),
-        {"adv_batch_norm": True},
-    ),
-    Claim(
-        "adv_clip_never_binds",
-        "Advantage clipping (at 2) does nothing because group advantages are bounded, 'usually within "
-        "1 or 2': it changes under 1% of the advantages",
-        f"{D002} §2.2",
-        "clipped_frac", "value", at_most(0.01),
-        {"adv_clip": 2.0}, None,
-    ),
-    Claim(
-        "adv_clip_same_outcome",
-        "Advantage clipping (at 2) leaves the outcome unchanged (within 3 points of accuracy)",
-        f"{D002} §2.2",
-        "final_val_accuracy", "difference", equivalent(0.03),
-        {"adv_clip": 2.0},
-    ),
-    Claim(
-        "length_norm_shorter",
-        "Length normalization shortens the answers",
-        f"{D002} §2.1",
-        "final_length", "relative", less(),
-        {"task": "scratchpad", "length_norm_ref": 8}, {"task": "scratchpad"},
-    ),
-    Claim(
-        "length_norm_keeps_accuracy",
-        "... without losing accuracy (less than 3 points lower)",
-        f"{D002} §2.1",
-        "final_val_accuracy", "difference", noninferior(0.03),
-        {"task": "scratchpad", "length_norm_ref": 8}, {"task": "scratchpad"},
-    ),
-    Claim(
-        "threshold_kl_vs_linear",
-        "A KL coefficient raised only when the KL crosses a threshold is more stable (less volatile "
-        "KL) than a linearly decaying one",
-        f"{D002} §2.1",
-        "kl_volatility", "relative", less(),
-        {"kl_schedule": "threshold"}, {"kl_schedule": "linear", "kl_coef_final": 0.0},
-    ),
-    Claim(
-        "threshold_kl_vs_fixed",
-        "... and more stable than a fixed coefficient",
-        f"{D002} §2.1",
-        "kl_volatility", "relative", less(),
-        {"kl_schedule": "threshold"},
-    ),
-    Claim(
-        "two_layer_kl_stable",
-        "A second KL term to the previous step's policy makes training more stable (less volatile KL)",
-        f"{D002} §2.3",
-        "kl_volatility", "relative", less(),
-        {"kl_prev_coef": 0.05},
-    ),
-    Claim(
-        "two_layer_kl_slower",
-        "... but slower: less reward along the way",
-        f"{D002} §2.3",
-        "mean_reward", "difference", less(),
-        {"kl_prev_coef": 0.05},
-    ),
-    Claim(
-        "learnable_temperature_cost",
-        "A differentiable (learnable) temperature costs about 15-20% more compute per step",
-        f"{D002} §4.4",
-        "step_time", "relative", between(0.15, 0.20),
-        {"learnable_temperature": True}, design="cost",
-    ),
-    Claim(
-        "learnable_temperature_gain",
-        "A learnable temperature improves the final result",
-        f"{D002} §2.2",
-        "final_val_accuracy", "difference", greater(),
-        {"learnable_temperature": True},
-    ),
-    Claim(
-        "learnable_temperature_explores",
-        "A learnable temperature keeps exploration up early in training (higher entropy)",
-        f"{D002} §2.2",
-        "early_entropy", "relative", greater(),
-        {"learnable_temperature": True},
-    ),
-    Claim(
-        "temperature_noise_free",
-        "Temperature noise in sampling costs almost no extra compute (within 5% of a step)",
-        f"{D002} §4.4",
-        "step_time", "relative", equivalent(0.05),
-        {"temperature_jitter": 0.1}, design="cost",
-    ),
-    Claim(
-        "temperature_noise_diversity",
-        "... and makes the completions of a group more varied",
-        f"{D002} §4.4",
-        "group_diversity", "relative", greater(),
-        {"temperature_jitter": 0.1},
-    ),
-    Claim(
-        "dynamic_group_no_gain",
-        "Growing the groups whose rewards are all equal (dynamic group size) ends close to a fixed "
-        "group (within 3 points of accuracy)",
-        f"{D002} §3.1",
-        "final_val_accuracy", "difference", equivalent(0.03),
-        {"dynamic_group_size": True},
-    ),
-    Claim(
-        "dynamic_group_costly",
-        "... while costing more compute per step",
-        f"{D002} §3.1, §4.4",
-        "step_time", "relative", greater(),
-        {"dynamic_group_size": True}, design="cost",
-    ),
-    Claim(
-        "small_group_worse",
-        "With too small a group (G = 2 against 8) the advantage estimate is too noisy and the outcome worse",
-        f"{D002} §1.2, {D000} §4.3",
-        "final_val_accuracy", "difference", less(),
-        {"group_size": 2}, {"group_size": 8},
-    ),
-    Claim(
-        "large_group_no_gain",
-        "A larger group (G = 16 against 8) costs more without a clear gain (under 3 points of accuracy)",
-        f"{D002} §1.2",
-        "final_val_accuracy", "difference", at_most(0.03),
-        {"group_size": 16}, {"group_size": 8},
-    ),
-)  # fmt: skip
-"""every claim tested by 09_claims"""
-SMOKE_CLAIMS = ("batch_norm_hurts", "adv_clip_never_binds", "learnable_temperature_cost")
+def effect(claim: Claim, scores: pd.DataFrame) -> dict[str, float]:
+    """The paired effect of one claim from its scores (rows: arm, seed, score): n, effect, low,
+    high, sd and mde (see the module docstring for each kind of effect)."""
+    arm = {a: g.groupby("seed")["score"].mean() for a, g in scores.groupby("arm")}
+    treatment = arm.get("treatment", pd.Series(dtype=float))
+    if claim.effect == "value":
+        result = paired(treatment, pd.Series(0.0, index=treatment.index))
+        return result.as_dict()
+    control = arm.get("control", pd.Series(dtype=float))
+    if claim.effect == "difference":
+        return paired(treatment, control).as_dict()
+    logs = [np.log(x.where(x > 0)) for x in (treatment, control)]
+    result = paired(*logs).as_dict()
+    mapped = {k: math.expm1(result[k]) for k in ("effect", "low", "high", "mde")}
+    return {**result, **mapped}
 
 
-def catalogue(profile: str) -> tuple[Claim, ...]:
-    """Every claim under the full profile; three (one of each kind of test) otherwise."""
-    return CLAIMS if profile == "full" else tuple(c for c in CLAIMS if c.name in SMOKE_CLAIMS)
-
-
-def settings(
-    profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
-) -> dict[str, profiles.Profile]:
-    """The profile of each design: 'training', the short-run profile of `sensitivity` (`steps`
-    overrides its steps, so 06's runs are reused); 'cost', the profile of `cost` (08's runs)."""
-    seeds = list(seeds) if seeds is not None else None
-    return {"training": sensitivity.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
-
-
-def scores(
-    claims: Sequence[Claim], settings: Mapping[str, profiles.Profile], root: str | Path, **options: Any
-) -> pd.DataFrame:
-    """Run (or load) every configuration the claims need and score each run: one row per claim, arm
-    and seed with the claim's metric. `settings` (from `settings`) gives each design's profile.
-    Training configurations use `sensitivity`'s base and run in a pool (`options` as for
-    `experiments.run_design`); cost configurations use `cost`'s base and are timed one after the
-    other by `cost.measure`."""
-    unknown = sorted({c.design for c in claims} - set(settings))
-    if unknown:
-        raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
-    studies = {"training": sensitivity.base_config, "cost": cost.base_config}
-    metrics = {}
-    for design, make_base in studies.items():
-        wanted = [c for c in claims if c.design == design]
-        if not wanted:
-            continue
-        base = make_base(settings[design])
-        configs = {arm_label(o): base.replace(**o) for c in wanted for o in c.arms().values()}
-        points = [Point(label, {}, config) for label, config in configs.items()]
-        metrics[design] = _run(design, points, settings[design], root, options)
-    rows = []
-    for claim in claims:
-        runs = metrics[claim.design]
-        for arm, overrides in claim.arms().items():
-            for seed, run in runs[runs["label"] == arm_label(overrides)].groupby("seed"):
-                rows.append(
-                    {
-                        "claim": claim.name,
-                        "arm": arm,
-                        "seed": seed,
-                        "score": RUN_METRICS.get(claim.metric)(run),
-                    }
-                )
-    return pd.DataFrame(rows, columns=["claim", "arm", "seed", "score"])
-
-
-def _run(
-    design: str, points: list[Point], settings: profiles.Profile, root: str | Path, options: Mapping[str, Any]
-) -> pd.DataFrame:
-    if design == "cost":
-        return cost.measure(points, settings.seeds, root)
-    result = run_design(points, settings.seeds, root, **options)
-    if len(result.failures):
-        raise RuntimeError(
-            f"{len(result.failures)} claim runs failed; see their error.json: {result.failures}"
-        )
-    return result.metrics
-
-
-def evaluate(claims: Sequence[Claim], scores: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The table of claims: per claim, its test, the arms' mean scores and run counts, the effect with
-    its `confidence` interval, the probability that a treatment run beats a control run (with a
-    bootstrap interval) and the verdict of `verdict`."""
+def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
+    """The table of claims: per claim, its test (metric, effect, claimed region and how it reads the
+    document), the arms' mean scores, the paired effect with its 95% interval, the seeds paired (n),
+    the minimum detectable effect and the verdict of `verdict`."""
     rows = []
     for claim in claims:
         mine = scores[scores["claim"] == claim.name]
-        t = mine.loc[mine["arm"] == "treatment", "score"].to_numpy(dtype=float)
-        c = (
-            mine.loc[mine["arm"] == "control", "score"].to_numpy(dtype=float)
-            if claim.control is not None
-            else None
-        )
-        estimate, low, high = effect_interval(t, c, claim.effect, confidence)
-        poi = probability_of_improvement(t, c) if c is not None and len(t) and len(c) else (np.nan,) * 3
+        means = mine.groupby("arm")["score"].mean()
+        paired_effect = effect(claim, mine)
         rows.append({
             "claim": claim.name,
             "statement": claim.statement,
@@ -484,17 +320,15 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame, confidence: float = 
             "metric": claim.metric,
             "effect": claim.effect,
             "claimed": claim.region.describe(),
-            "treatment": float(t.mean()) if len(t) else np.nan,
-            "control": float(c.mean()) if c is not None and len(c) else np.nan,
-            "estimate": estimate,
-            "low": low,
-            "high": high,
-            "n_treatment": len(t),
-            "n_control": len(c) if c is not None else 0,
-            "p_improvement": poi[0],
-            "p_improvement_low": poi[1],
-            "p_improvement_high": poi[2],
-            "verdict": verdict(low, high, claim.region),
+            "reading": claim.reading,
+            "treatment": float(means.get("treatment", np.nan)),
+            "control": float(means.get("control", np.nan)),
+            "estimate": paired_effect["effect"],
+            "low": paired_effect["low"],
+            "high": paired_effect["high"],
+            "n": paired_effect["n"],
+            "mde": paired_effect["mde"],
+            "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -542,14 +376,15 @@ def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.
         ax.set_xlabel(f"{row.metric}: {UNITS[row.effect]}", fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
         name = "\n".join(textwrap.wrap(row.claim.replace("_", " "), 34))
-        ax.set_title(f"{name}\n{row.verdict} (claimed {row.claimed})", fontsize=8, color=color)
+        heading = f"{name}\n{row.verdict} (claimed {row.claimed}; MDE {row.mde:.3g})"
+        ax.set_title(heading, fontsize=8, color=color)
         ax.grid(alpha=0.3, axis="x")
     for ax in list(axes.flat)[len(table) :]:
         ax.axis("off")
-    n = int(table["n_treatment"].max()) if len(table) else 0
+    n = int(table["n"].max()) if len(table) else 0
     fig.suptitle(
-        f"claims of the seed documents: effect and 95% Welch interval over {n} runs per arm; "
-        "green band: the claimed effects",
+        f"claims of the seed documents: paired effect and 95% t-interval over up to {n} seeds; "
+        "green band: the claimed effects; MDE: minimum detectable effect (80% power, 5% level)",
         fontsize=10,
     )
     fig.tight_layout()

@@ -17,6 +17,7 @@ TITLES = {
     "reward": "training reward",
     "val/accuracy": "validation accuracy (greedy)",
     "kl": "KL to reference",
+    "kl/exact": "exact KL to reference",
     "entropy": "token entropy",
     "clip_ratio/region_mean": "clip ratio",
     "grad_norm": "gradient norm (pre-clip)",
@@ -28,6 +29,7 @@ UNITS = {
     "val/accuracy": "fraction of prompts correct",
     "val/reward": "mean reward per prompt",
     "kl": "nats per token",
+    "kl/exact": "nats per token",
     "entropy": "nats per token",
     "clip_ratio/region_mean": "fraction of tokens",
     "grad_norm": "L2 norm",
@@ -74,29 +76,54 @@ def curves(
     ncols: int = 3,
     title: str = "",
 ) -> plt.Figure:
-    """One panel per metric: across-seed mean (line) and 95% interval (band) against the step."""
+    """One panel per metric: across-seed mean (line) and 95% interval (band) against the step.
+    Training metrics may be smoothed (a trailing mean over `smooth` logged steps within each run,
+    before the across-seed mean); evaluation metrics (`val/...`) never are: each point is the value
+    logged at that evaluation step. The title says both, and over how many runs."""
     nrows = -(-len(metrics) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
-        stats = curve(df, metric, by=by, smooth=smooth)
+        evaluated = is_evaluation(metric)
+        stats = curve(df, metric, by=by, smooth=1 if evaluated else smooth)
         groups = stats.groupby(by) if by else [(None, stats)]
         for label, g in groups:
-            line = ax.plot(g["step"], g["mean"], label=label, lw=1.5)[0]
+            line = ax.plot(
+                g["step"], g["mean"], label=label, lw=1.5, marker="o" if evaluated else None, ms=3
+            )[0]
             ax.fill_between(g["step"], g["lo"], g["hi"], color=line.get_color(), alpha=0.2, lw=0)
-        ax.set_title(TITLES.get(metric, metric), fontsize=10)
+        name = TITLES.get(metric, metric)
+        ax.set_title(name if evaluated or smooth <= 1 else f"{name}, {smooth}-step mean", fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylabel(UNITS.get(metric, ""))
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
-    seeds = df["seed"].nunique() if "seed" in df else 1
-    fig.suptitle(f"{title} (mean and 95% t-interval over {seeds} seeds)".strip(), fontsize=11)
+    fig.suptitle(f"{title}\n{curves_caption(df, metrics, by, smooth)}".strip(), fontsize=10)
     fig.tight_layout()
     if by:  # below the panels, so that it never hides a curve
         handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.legend(handles, labels, title=by, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=min(len(labels), 6), fontsize=8, title_fontsize=8)  # fmt: skip
     return fig
+
+
+def is_evaluation(metric: str) -> bool:
+    """A metric logged at validation passes only (`val/...`), not at every training step."""
+    return metric.startswith("val/")
+
+
+def curves_caption(df: pd.DataFrame, metrics: Sequence[str], by: str | None, smooth: int) -> str:
+    """What `curves` draws: the runs behind each line, what is smoothed and over how many steps."""
+    groups = (
+        df.groupby(by)["seed"].nunique() if by else pd.Series([df["seed"].nunique() if "seed" in df else 1])
+    )
+    runs = f"{groups.min()}" if groups.min() == groups.max() else f"{groups.min()} to {groups.max()}"
+    parts = [f"mean and 95% t-interval over {runs} seeds per line"]
+    if smooth > 1 and any(not is_evaluation(m) for m in metrics):
+        parts.append(f"training metrics: trailing mean over {smooth} logged steps within each run")
+    if any(is_evaluation(m) for m in metrics):
+        parts.append("validation: the value at each evaluation step (dots), unsmoothed")
+    return "; ".join(parts)
 
 
 def quantile_bands(df: pd.DataFrame, prefix: str = "ratio", title: str = "importance ratio") -> plt.Figure:
@@ -268,6 +295,44 @@ def rule_heatmap(counts: pd.DataFrame, totals: Mapping[str, int], title: str = "
     return fig
 
 
+def rule_heatmaps(
+    counts: Mapping[str, pd.DataFrame], totals: Mapping[str, Mapping[str, int]], title: str = ""
+) -> plt.Figure:
+    """`rule_heatmap` once per panel (e.g. per scheme), stacked with the same rows: `counts[panel]`
+    from `robustness.rule_counts` on that panel's runs alone, `totals[panel]` its runs per column, so
+    each cell is out of the runs that panel really has."""
+    panels = list(counts)
+    rules = list(dict.fromkeys(r for c in counts.values() for r in c.index))
+    if not rules:
+        runs = sum(int(v) for t in totals.values() for v in t.values())
+        fig, ax = plt.subplots(figsize=(5.0, 1.2))
+        ax.text(0.5, 0.5, f"no rule fired on any of the {runs} runs", ha="center", va="center")
+        ax.axis("off")
+        ax.set_title(title, fontsize=10)
+        return fig
+    columns = max(len(c.columns) for c in counts.values())
+    height = len(panels) * (1.6 + 0.3 * len(rules)) + 0.6
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(5.0, 2.8 + 0.62 * columns), height), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    image = None
+    for ax, panel in zip(axes[:, 0], panels):
+        table = counts[panel].reindex(rules, fill_value=0)
+        names = list(table.columns)
+        n = np.array([totals[panel][c] for c in names], dtype=float)
+        share = table.to_numpy(dtype=float) / np.maximum(n, 1.0)
+        image = ax.imshow(share, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
+        for (i, j), value in np.ndenumerate(table.to_numpy()):
+            ax.text(j, i, str(value), ha="center", va="center", fontsize=7,
+                    color="white" if share[i, j] > 0.6 else "black")  # fmt: skip
+        ax.set_xticks(range(len(names)), [f"{c} (n={totals[panel][c]})" for c in names], rotation=40,
+                      ha="right", fontsize=7)  # fmt: skip
+        ax.set_yticks(range(len(rules)), rules, fontsize=7)
+        ax.set_title(str(panel), fontsize=9)
+    fig.colorbar(image, ax=list(axes[:, 0]), label="share of runs", fraction=0.03, pad=0.02)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
 def scheme_summary(
     finals: pd.DataFrame,
     metric: str,
@@ -372,7 +437,10 @@ def phase(df: pd.DataFrame, x: str, y: str, by: str, smooth: int = 10, title: st
         ax.plot(*mean[-1], "s", color=color, ms=6)
     ax.set_xlabel(f"{TITLES.get(x, x)} ({UNITS.get(x, '')})")
     ax.set_ylabel(f"{TITLES.get(y, y)} ({UNITS.get(y, '')})")
-    ax.set_title(f"{title} (circle: start, square: end; smoothed over {window} steps)".strip(), fontsize=10)
+    runs = data.groupby(by)["seed"].nunique()
+    seeds = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()} to {runs.max()}"
+    caption = f"trailing mean over {window} steps; thin: each run, bold: mean of {seeds} seeds"
+    ax.set_title(f"{title}\n(circle: start, square: end; {caption})".strip(), fontsize=9)
     ax.legend(title=by, fontsize=7, title_fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -4,7 +4,8 @@ answers, repeated samples, and check each scheme's fault tolerance").
 
 - `robustness_table`: the outcome of each scheme against each fault's level, the clean runs at level
   0 of every fault, for robustness curves (`plots.robustness`);
-- `degradation`: each faulty condition's change from the same scheme's clean runs, with intervals;
+- `degradation`: each faulty condition's change from the same scheme's clean runs, paired over seeds,
+  with its interval and minimum detectable effect;
 - `run_findings`, `rule_counts`: `diagnostics.diagnose_run` on every run of a study, and how many runs
   of each condition each rule fired on (`plots.rule_heatmap`)."""
 
@@ -14,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_lab.analysis.diagnostics import CHECKS, diagnose_run
-from grpo_lab.analysis.effects import difference_interval, verdict
+from grpo_lab.analysis.diagnostics import diagnose_run
+from grpo_lab.analysis.power import paired
 from grpo_lab.analysis.stats import mean_interval
 from grpo_lab.config import Config
 
@@ -23,6 +24,9 @@ CLEAN = "none"
 """the `fault` and `level` of a scheme's run without any fault"""
 CLEAN_CONDITION = "clean"
 """the `condition` of a scheme's run without any fault"""
+MARGIN = 0.05
+"""the change of final validation accuracy a study is sized to detect (the issue's target MDE): a
+verdict of 'no difference > margin' rules out a change larger than this"""
 RUN_FAILED = "run_failed"
 """the rule name `run_findings` gives a run that stopped with an error (its error.json)"""
 
@@ -65,22 +69,25 @@ def robustness_table(
 
 
 def degradation(
-    finals: pd.DataFrame, metric: str, scheme: str = "scheme", confidence: float = 0.95
+    finals: pd.DataFrame, metric: str, scheme: str = "scheme", margin: float = MARGIN
 ) -> pd.DataFrame:
-    """Per scheme and faulty condition (rows of `finals` with `scheme`, `condition`, `fault`), the
-    change of `metric` from the scheme's clean runs: the difference with Welch's interval and p-value
-    (`effects.difference_interval`), the verdict read from the interval (`effects.VERDICTS`), and a
-    `summary` string 'diff [lo, hi]' for wide tables."""
+    """Per scheme and faulty condition (rows of `finals` with `scheme`, `condition`, `fault`, `seed`),
+    the change of `metric` from the scheme's clean run of the same seed: a faulty run and its clean
+    run share the prompts and sampling streams, so the comparison is paired over seeds
+    (`power.paired`: mean difference, 95% t-interval, minimum detectable effect `mde`). The verdict is
+    `Paired.verdict(margin)` ('worse' when the fault lowers the metric); `summary` is
+    'diff [lo, hi]' for wide tables."""
     rows = []
     for name, runs in finals.groupby(scheme, sort=False):
-        clean = runs.loc[runs["fault"] == CLEAN, metric].to_numpy(dtype=float)
+        clean = runs[runs["fault"] == CLEAN].set_index("seed")[metric]
         if not len(clean):
             raise ValueError(f"scheme {name!r} has no clean run to compare its faulty runs with")
         for condition, group in runs[runs["fault"] != CLEAN].groupby("condition", sort=False):
-            diff, lo, hi, p = difference_interval(group[metric].to_numpy(dtype=float), clean, confidence)
+            result = paired(group.set_index("seed")[metric], clean)
             rows.append({
-                scheme: name, "condition": condition, "diff": diff, "lo": lo, "hi": hi, "p": p,
-                "verdict": verdict(len(group), lo, hi), "summary": f"{diff:+.3f} [{lo:+.3f}, {hi:+.3f}]",
+                scheme: name, "condition": condition, "n": result.n, "diff": result.effect,
+                "lo": result.low, "hi": result.high, "mde": result.mde, "verdict": result.verdict(margin),
+                "summary": f"{result.effect:+.3f} [{result.low:+.3f}, {result.high:+.3f}]",
             })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -102,11 +109,13 @@ def run_findings(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def rule_counts(findings: pd.DataFrame, runs: pd.DataFrame, by: str) -> pd.DataFrame:
     """How many runs of each value of `by` (the columns, in their order in `runs`) each rule fired
-    on (a run counts once per rule; rows in the order of `diagnostics.CHECKS`, then 'run_failed';
-    rules that never fired are left out). The runs per value are `runs[by].value_counts()`."""
+    on. A run is identified by every column of `findings` but the rule, severity and message (e.g.
+    scheme, condition and seed), so runs that share a value of `by` and a seed (different schemes)
+    count separately and a cell is out of `runs[by].value_counts()`; a run counts once per rule.
+    Rows: rules in the order they first fired, rules that never fired left out."""
     order = list(dict.fromkeys(runs[by]))
-    fired = findings.drop_duplicates([by, "seed", "rule"])
+    ids = [c for c in findings.columns if c not in ("rule", "severity", "message")]
+    fired = findings.drop_duplicates([*ids, "rule"])
     counts = fired.groupby(["rule", by]).size().unstack(by, fill_value=0)
-    counts = counts.reindex(columns=order, fill_value=0)
-    rules = [rule for rule in (*CHECKS, RUN_FAILED) if rule in counts.index]
-    return counts.loc[rules].astype(int)
+    counts = counts.reindex(index=list(dict.fromkeys(fired["rule"])), columns=order, fill_value=0)
+    return counts.astype(int)

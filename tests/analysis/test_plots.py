@@ -39,6 +39,34 @@ def test_curves_label_units_and_put_the_legend_below(tmp_path):
     assert path == tmp_path / "curves.png" and path.stat().st_size > 0
 
 
+def test_validation_curves_show_the_value_at_each_evaluation_never_a_running_mean():
+    rows = [{"seed": seed, "step": step, "reward": reward, "val/accuracy": acc}
+            for seed in range(2)
+            for step, reward, acc in ((0, 0.0, 0.1), (10, 1.0, 0.9), (20, 0.0, 0.5))]  # fmt: skip
+    fig = plots.curves(pd.DataFrame(rows), ["val/accuracy", "reward"], smooth=3, ncols=2, title="t")
+    validation, reward = fig.axes[:2]
+    assert validation.lines[0].get_ydata().tolist() == pytest.approx([0.1, 0.9, 0.5])
+    assert reward.lines[0].get_ydata().tolist() == pytest.approx([0.0, 0.5, 1 / 3])  # trailing 3-step mean
+    caption = fig._suptitle.get_text()
+    assert "over 2 seeds" in caption and "trailing mean over 3 logged steps" in caption
+    assert "value at each evaluation step" in caption
+    assert reward.get_title().endswith("3-step mean") and "mean" not in validation.get_title()
+
+
+def test_rule_heatmaps_draw_each_panel_out_of_its_own_runs():
+    counts = {
+        "grpo": pd.DataFrame({"clean": [0, 1], "flip": [3, 2]}, index=["stall", "nan"]),
+        "dapo": pd.DataFrame({"clean": [1], "flip": [0]}, index=["stall"]),
+    }
+    totals = {"grpo": {"clean": 3, "flip": 3}, "dapo": {"clean": 3, "flip": 3}}
+    fig = plots.rule_heatmaps(counts, totals, title="rules per scheme")
+    grpo, dapo = fig.axes[:2]
+    assert grpo.get_title() == "grpo" and dapo.get_title() == "dapo"
+    assert [t.get_text() for t in dapo.get_yticklabels()] == ["stall", "nan"]  # the rows of every panel
+    assert grpo.images[0].get_array()[0, 1] == pytest.approx(1.0)  # 3 of 3
+    assert [t.get_text() for t in dapo.texts] == ["1", "0", "0", "0"]
+
+
 def verdict_table() -> pd.DataFrame:
     return pd.DataFrame({
         "label": ["all", "-x", "-y"], "mean": [0.5, 0.2, 0.52], "lo": [0.45, 0.15, 0.40],
@@ -136,4 +164,11 @@ def test_correlation_scatter_and_phase():
     assert len(bold[0].get_xdata()) == 5  # 6 steps, drawn from the second on
     short = plots.phase(runs_frame({"a": 0.2}, steps=3), "entropy", "reward", by="label", smooth=20)
     assert len(short.axes[0].lines[1].get_xdata()) == 1  # runs shorter than the window: one window each
-    assert "smoothed over 3 steps" in short.axes[0].get_title()
+    assert "trailing mean over 3 steps" in short.axes[0].get_title()
+    assert "mean of 3 seeds" in short.axes[0].get_title()
+
+
+def test_rule_heatmaps_say_when_no_rule_fired():
+    counts = {"grpo": pd.DataFrame(index=pd.Index([], name="rule"), columns=["clean"], dtype=int)}
+    fig = plots.rule_heatmaps(counts, {"grpo": {"clean": 2}}, title="t")
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no rule fired on any of the 2 runs"]

@@ -41,8 +41,9 @@ def test_robustness_table_starts_every_curve_at_the_clean_runs():
 def test_degradation_compares_each_condition_with_its_schemes_clean_runs():
     table = robustness.degradation(finals_frame(), "acc").set_index(["scheme", "condition"])
     assert table.loc[("grpo", "reward_sigma=1.0"), "diff"] == pytest.approx(-0.3)
-    assert table.loc[("grpo", "reward_sigma=1.0"), "verdict"] == "lower"
-    assert table.loc[("scheme_a", "sampler_dtype=bfloat16"), "verdict"] == "no clear change"
+    assert table.loc[("grpo", "reward_sigma=1.0"), "verdict"] == "worse"  # every seed 0.3 lower
+    assert table.loc[("scheme_a", "sampler_dtype=bfloat16"), "verdict"] == "no difference > margin"
+    assert table.loc[("grpo", "reward_sigma=1.0"), "n"] == 3
     assert table.loc[("grpo", "reward_sigma=1.0"), "summary"].startswith("-0.300 [")
     with pytest.raises(ValueError, match="no clean run"):
         robustness.degradation(finals_frame().query("fault != 'none'"), "acc")
@@ -84,3 +85,24 @@ def test_rule_counts_of_no_findings_is_empty():
     counts = robustness.rule_counts(empty, runs, by="condition")
     assert counts.empty and list(counts.columns) == ["clean"]
     assert np.issubdtype(counts.dtypes.iloc[0], np.integer)
+
+
+def test_rule_counts_count_runs_of_different_schemes_that_share_a_seed_apart():
+    """Four schemes, one seed: a rule that fired on all four runs of a condition counts 4 of 4."""
+    runs = pd.DataFrame({"scheme": ["a", "b", "c", "d"], "condition": ["flip"] * 4, "seed": [0] * 4})
+    findings = runs.assign(rule="stall", severity="warning", message="m")
+    counts = robustness.rule_counts(findings, runs, by="condition")
+    assert counts.loc["stall", "flip"] == 4 == runs["condition"].value_counts()["flip"]
+
+
+def test_degradation_pairs_each_faulty_run_with_the_clean_run_of_its_seed():
+    """Seeds differ a lot, the fault lowers every seed by about 0.1: unpaired, the interval would
+    cross 0; paired, it does not."""
+    rows = []
+    for seed, clean in enumerate([0.2, 0.5, 0.8, 0.35]):
+        rows.append({"scheme": "grpo", "fault": "none", "condition": "clean", "seed": seed, "acc": clean})
+        faulty = clean - 0.1 + 0.01 * (seed % 2)
+        rows.append({"scheme": "grpo", "fault": "f", "condition": "f=1", "seed": seed, "acc": faulty})
+    row = robustness.degradation(pd.DataFrame(rows), "acc").iloc[0]
+    assert row["verdict"] == "worse" and row["hi"] < 0
+    assert 0 < row["mde"] < 0.05

@@ -3,7 +3,7 @@
 import pytest
 
 from grpo_lab import preset, profiles
-from grpo_lab.studies import fault_points, for_profile, study_config, variant_points
+from grpo_lab.studies import base, fault_points, for_profile, study_config, variant_points
 
 FULL, SMOKE = profiles.profile("full"), profiles.profile("smoke")
 
@@ -17,10 +17,13 @@ def test_for_profile_trims_only_quick_profiles():
         for_profile([1], SMOKE, 0)
 
 
-def test_study_config_is_the_baseline_notebooks_config():
-    """Under the full profile, grpo's study config is 01_baseline's, so the store shares its runs."""
-    config = study_config(FULL, "grpo")
-    assert config.key() == preset("grpo", steps=200, eval_every=20, val_size=200, progress=False).key()
+def test_study_config_is_the_study_base():
+    """Under the full profile, grpo's study config is the study base, so the store shares its runs."""
+    assert study_config(FULL, "grpo").key() == base(FULL).key()
+    faster = study_config(FULL, "grpo", learning_rate=3e-4)  # a field the base itself sets
+    assert faster.learning_rate == 3e-4 and faster.replace(learning_rate=base(FULL).learning_rate) == base(
+        FULL
+    )
     capped = study_config(profiles.profile("full", full_steps=30, eval_every=10), "dapo", val_size=100)
     assert (capped.preset, capped.steps, capped.eval_every, capped.val_size) == ("dapo", 30, 10, 100)
     assert capped.eps_high == 0.28  # the preset's own changes are kept
@@ -90,3 +93,10 @@ def test_fault_points_refuse_bad_faults(faults, message):
 def test_fault_points_need_a_scheme():
     with pytest.raises(ValueError, match="at least one scheme"):
         fault_points(preset("grpo"), [], {"fault_reward_sigma": [1.0]})
+
+
+def test_profile_caps_the_validation_prompts_it_displays():
+    """A study's validation size is carried (and displayed) by its profile, never above the profile's."""
+    assert profiles.profile("full", val_size=100).val_size == 100
+    assert profiles.profile("smoke", val_size=100).val_size == profiles.PROFILES["smoke"].val_size
+    assert profiles.profile("full").val_size == profiles.PROFILES["full"].val_size

@@ -14,7 +14,7 @@ distribution is a sum over the vocabulary. Two sources:
   the sequence KL; k2 in the loss and the token-local reverse KL ("Rethinking KL Regularization in
   RLHF", Liu et al., arXiv:2510.01555; token-level losses give only part of the gradient, Tang & Munos,
   arXiv:2506.09477); k3 in the loss and the forward KL; k1 in the loss: zero (see
-  shared/reference/papers.md §6).
+  docs/sources.md).
 
 Every KL term here is summed over a completion's tokens and averaged over completions (the sequence
 KL per completion), the same normalization for every placement, so norms compare; the placement's
@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from grpo_lab import checkpoint, profiles, studies
+from grpo_lab import checkpoint, profiles
 from grpo_lab.analysis.stats import curve, mean_interval
 from grpo_lab.config import Config
 from grpo_lab.evaluation import encode_prompts
@@ -42,6 +42,7 @@ from grpo_lab.models.logprobs import completion_logits
 from grpo_lab.models.sampler import Rollout, sample
 from grpo_lab.objective import kl_estimate
 from grpo_lab.runlog import read_config
+from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
 
 FULL_STEPS = 100
@@ -74,10 +75,11 @@ def sizes(profile: str) -> tuple[int, int]:
 
 
 def study_config(settings: profiles.Profile, snapshots: int = SNAPSHOTS) -> Config:
-    """Baseline GRPO (k3 in the loss) with a checkpoint every steps // snapshots steps (at least 1)."""
+    """The study base (`studies.base`: GRPO, k3 in the loss) with a checkpoint every
+    steps // snapshots steps (at least 1)."""
     if snapshots < 1:
         raise ValueError(f"snapshots must be >= 1, got {snapshots}")
-    return studies.study_config(settings, "grpo", checkpoint_every=max(1, settings.steps // snapshots))
+    return study_base(settings, checkpoint_every=max(1, settings.steps // snapshots))
 
 
 class SnapshotKeeper:

@@ -1,12 +1,13 @@
 """Sensitivity of GRPO to its main knobs, the first seed document's 调参敏感度: "cover the learning
 rate, clip threshold, KL coefficient and group size; is the outcome smooth around the default, or is
-there a steep failure boundary?" Each knob is scanned alone around the `grpo` defaults on short runs;
-the outcome against the value is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
+there a steep failure boundary?" Each knob is scanned alone around the study base
+(`grpo_lab.studies.base`) on short runs; the outcome against the value is read with
+`stats.sensitivity_table` and its cliffs with `stats.cliffs`.
 
 The short-run profile defined here is shared with the claims study (09), so both reuse the same runs."""
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from grpo_lab.analysis.stats import cliffs, sensitivity_table
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
-from grpo_lab.studies import study_config
+from grpo_lab.studies.base import base as study_base
 
 FULL_STEPS = 75
 """steps per run of the short-run studies (06 and 09) under the full profile"""
@@ -32,8 +33,8 @@ def settings(profile: str, seeds: list[int] | None = None, steps: int | None = N
 
 
 def base_config(settings: profiles.Profile) -> Config:
-    """GRPO on `arith` with the profile's steps, validation interval and validation size."""
-    return study_config(settings, "grpo")
+    """The study base (`studies.base`) under the profile: its steps, validation interval and size."""
+    return study_base(settings)
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,6 @@ class Scan:
     """x-axis label, with units"""
     scale: str
     """x-axis scale: 'log', 'log2', 'symlog' (log with a linear stretch around 0) or 'linear'"""
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    """other config fields the whole scan changes (and why, in `note`)"""
-    note: str = ""
 
 
 SCANS = (
@@ -62,9 +60,7 @@ SCANS = (
         (0.01, 0.05, 0.2, 0.5),
         "clip range ε (ratio clipped to [1-ε, 1+ε])",
         "log",
-        {"num_iterations": 2},
-        "two updates per batch: with one, the ratio is exactly 1 and the clip range changes nothing",
-    ),
+    ),  # fmt: skip
     Scan("kl_coef", ("kl_coef",), (0.0, 0.04, 0.2, 1.0), "KL coefficient β (k3 in the loss)", "symlog"),
     Scan("group_size", ("group_size",), (2, 4, 8, 16), "group size G (completions per prompt)", "log2"),
 )
@@ -93,7 +89,7 @@ def points(base: Config, scan: Scan) -> list[Point]:
         Point(
             f"{scan.name}={value}",
             {"scan": scan.name, "value": value},
-            base.replace(**scan.fixed, **dict.fromkeys(scan.fields, value)),
+            base.replace(**dict.fromkeys(scan.fields, value)),
         )
         for value in scan.values
     ]
@@ -139,7 +135,7 @@ def figure(
     labels: Sequence[Outcome] = OUTCOMES,
 ) -> plt.Figure:
     """A column per knob, a row per outcome (one y scale per row): the across-seed mean (points and
-    line) with its 95% t-interval (error bars) against the value; the `base` config's value dotted;
+    line) with its 95% t-interval (error bars) against the value; the study base's value dotted;
     cliffs (a jump in mean larger than `threshold` between neighbours) as a thick red segment."""
     found = cliff_table(outcomes, threshold)
     fig, axes = plt.subplots(
@@ -162,16 +158,14 @@ def figure(
             ax.errorbar(t["value"], t["mean"], yerr=[t["mean"] - t["lo"], t["hi"] - t["mean"]], fmt="o-",
                         color="tab:blue", ms=4, lw=1.2, capsize=3, zorder=3,
                         label="across-seed mean, 95% t-interval")  # fmt: skip
-            ax.axvline(default, color="0.5", ls=":", lw=1, zorder=1, label="GRPO default")
+            ax.axvline(default, color="0.5", ls=":", lw=1, zorder=1, label="study base")
             _set_scale(ax, scan)
             ax.grid(alpha=0.3)
             if row == len(labels) - 1:
                 ax.set_xlabel(scan.label, fontsize=9)
             if col == 0:
                 ax.set_ylabel(label, fontsize=9)
-        title = scan.label.split(" (")[0]
-        extra = ", ".join(f"{k}={v}" for k, v in scan.fixed.items())
-        axes[0, col].set_title(f"{title} ({extra})" if extra else title, fontsize=10)
+        axes[0, col].set_title(scan.label.split(" (")[0], fontsize=10)
     handles = {}
     for ax in axes.flat:
         handles.update(zip(*reversed(ax.get_legend_handles_labels())))
@@ -179,7 +173,7 @@ def figure(
         handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, frameon=False
     )
     n = outcomes["n"].max()
-    fig.suptitle(f"sensitivity of GRPO on arith (mean and 95% t-interval over {n} seeds)", fontsize=11)
+    fig.suptitle(f"sensitivity of GRPO on {base.task} (mean and 95% t-interval over {n} seeds)", fontsize=11)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 

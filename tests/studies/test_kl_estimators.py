@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from grpo_lab import profiles, train
-from grpo_lab.analysis import kl_study
 from grpo_lab.experiments import run_dir
+from grpo_lab.studies import kl_estimators
 
 V = 3
 """vocabulary of the tabular policy"""
@@ -37,8 +37,8 @@ def expected_gradients(seed: int, length: int) -> dict[str, torch.Tensor]:
         logits, ref_logits = torch.stack(rows)[None], torch.stack(rows_ref)[None]  # (1, T, V)
         tokens = torch.tensor([ys])  # (1, T)
         prob = torch.softmax(logits.detach(), -1)[0].gather(-1, tokens[0, :, None]).prod()
-        terms = kl_study.token_terms(logits, ref_logits, tokens)
-        for name, objective in kl_study.kl_objectives(terms, torch.ones(1, length)).items():
+        terms = kl_estimators.token_terms(logits, ref_logits, tokens)
+        for name, objective in kl_estimators.kl_objectives(terms, torch.ones(1, length)).items():
             grad = torch.cat([g.flatten() for g in torch.autograd.grad(objective, [a, b], retain_graph=True,
                                                                         materialize_grads=True)])  # fmt: skip
             total[name] = total.get(name, 0) + prob * grad
@@ -96,21 +96,21 @@ def test_expected_gradients_over_two_tokens(seed):
 def test_reward_to_go_sums_the_valid_tokens_ahead():
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
-    assert kl_study.reward_to_go(x, mask).tolist() == [[6.0, 5.0, 3.0, 0.0]]
-    assert kl_study.reward_to_go(x, mask, include_current=False).tolist() == [[5.0, 3.0, 0.0, 0.0]]
+    assert kl_estimators.reward_to_go(x, mask).tolist() == [[6.0, 5.0, 3.0, 0.0]]
+    assert kl_estimators.reward_to_go(x, mask, include_current=False).tolist() == [[5.0, 3.0, 0.0, 0.0]]
 
 
 def test_settings_validate_only_at_the_ends_and_sizes_follow_the_profile():
-    full = kl_study.settings("full")
-    assert full.steps == kl_study.FULL_STEPS and full.eval_every == full.steps
-    assert kl_study.settings("full", steps=30).eval_every == 30
-    assert kl_study.sizes("full") == (kl_study.SNAPSHOTS, kl_study.BATCHES)
-    assert kl_study.sizes("smoke") == kl_study.SMOKE_SIZES
-    config = kl_study.study_config(full)
-    assert config.checkpoint_every == full.steps // kl_study.SNAPSHOTS
-    assert kl_study.study_config(profiles.profile("smoke"), snapshots=10).checkpoint_every == 1
+    full = kl_estimators.settings("full")
+    assert full.steps == kl_estimators.FULL_STEPS and full.eval_every == full.steps
+    assert kl_estimators.settings("full", steps=30).eval_every == 30
+    assert kl_estimators.sizes("full") == (kl_estimators.SNAPSHOTS, kl_estimators.BATCHES)
+    assert kl_estimators.sizes("smoke") == kl_estimators.SMOKE_SIZES
+    config = kl_estimators.study_config(full)
+    assert config.checkpoint_every == full.steps // kl_estimators.SNAPSHOTS
+    assert kl_estimators.study_config(profiles.profile("smoke"), snapshots=10).checkpoint_every == 1
     with pytest.raises(ValueError, match="snapshots"):
-        kl_study.study_config(full, snapshots=0)
+        kl_estimators.study_config(full, snapshots=0)
 
 
 def test_snapshots_are_the_weights_after_each_checkpointed_step(tiny_config, tmp_path):
@@ -118,8 +118,8 @@ def test_snapshots_are_the_weights_after_each_checkpointed_step(tiny_config, tmp
     last one holds the final weights."""
     config = tiny_config(steps=4, checkpoint_every=2)
     out = run_dir(config, tmp_path)
-    train(config, out=out, callbacks=kl_study.snapshot_callbacks(config, out))
-    found = kl_study.snapshots(out)
+    train(config, out=out, callbacks=kl_estimators.snapshot_callbacks(config, out))
+    found = kl_estimators.snapshots(out)
     assert list(found) == [2, 4]
     final = torch.load(out / "checkpoint.pt", weights_only=False)
     assert final["step"] == 4
@@ -131,19 +131,19 @@ def test_snapshots_are_the_weights_after_each_checkpointed_step(tiny_config, tmp
 
 def test_measure_tables_on_a_tiny_run(tiny_config, tmp_path):
     config = tiny_config(steps=2, checkpoint_every=1)
-    result = kl_study.run(config, [0], tmp_path, workers=1, progress=False)
-    tokens, grads = kl_study.measure(result.runs, batches=2)
-    assert set(tokens["estimator"]) == set(kl_study.ESTIMATORS) and set(tokens["step"]) == {1, 2}
-    assert len(tokens) == 2 * 2 * len(kl_study.ESTIMATORS)
+    result = kl_estimators.run(config, [0], tmp_path, workers=1, progress=False)
+    tokens, grads = kl_estimators.measure(result.runs, batches=2)
+    assert set(tokens["estimator"]) == set(kl_estimators.ESTIMATORS) and set(tokens["step"]) == {1, 2}
+    assert len(tokens) == 2 * 2 * len(kl_estimators.ESTIMATORS)
     k2 = tokens[tokens["estimator"] == "k2"]
     assert (k2["estimate"] >= 0).all() and (tokens["exact"] >= 0).all()
     assert np.allclose(tokens["bias"], tokens["estimate"] - tokens["exact"], atol=1e-6)
-    per_snapshot = len(kl_study.PLACEMENTS) * len(kl_study.REFERENCES)
+    per_snapshot = len(kl_estimators.PLACEMENTS) * len(kl_estimators.REFERENCES)
     assert len(grads) == 2 * (2 + 1) * per_snapshot  # two batches and their average, two snapshots
     assert grads["cosine"].between(-1 - 1e-5, 1 + 1e-5).all() and (grads["norm_ratio"] > 0).all()
-    table = kl_study.gradient_table(grads)
-    assert list(table.index) == list(kl_study.PLACEMENTS)
-    assert list(kl_study.estimator_table(tokens).index.get_level_values("step").unique()) == [1, 2]
+    table = kl_estimators.gradient_table(grads)
+    assert list(table.index) == list(kl_estimators.PLACEMENTS)
+    assert list(kl_estimators.estimator_table(tokens).index.get_level_values("step").unique()) == [1, 2]
 
 
 def test_measure_refuses_a_run_without_snapshots(tiny_config, tmp_path):
@@ -151,9 +151,9 @@ def test_measure_refuses_a_run_without_snapshots(tiny_config, tmp_path):
     out = run_dir(config, tmp_path)
     train(config, out=out)
     with pytest.raises(ValueError, match="no snapshots"):
-        kl_study.measure(pd.DataFrame({"path": [str(out)], "seed": [0]}))
+        kl_estimators.measure(pd.DataFrame({"path": [str(out)], "seed": [0]}))
     with pytest.raises(ValueError, match="checkpoint_every"):
-        kl_study.run(config, [0], tmp_path)
+        kl_estimators.run(config, [0], tmp_path)
 
 
 def test_training_errors_bin_the_logged_batch_errors():
@@ -161,9 +161,9 @@ def test_training_errors_bin_the_logged_batch_errors():
     exact = 0.01 * steps
     metrics = pd.DataFrame({"seed": 0, "step": steps, "reward": 0.5, "kl/exact": exact, "kl/k1": exact + 0.01,
                             "kl/k2": exact, "kl/k3": exact - 0.02})  # fmt: skip
-    errors = kl_study.training_errors(metrics, bins=4)
+    errors = kl_estimators.training_errors(metrics, bins=4)
     assert len(errors) == 3 * 20 and sorted(errors["bin"].unique()) == [2.0, 7.0, 12.0, 17.0]
     means = errors.groupby("estimator")["error"].mean()
     assert means.to_dict() == pytest.approx({"k1": 0.01, "k2": 0.0, "k3": -0.02})
-    fig = kl_study.figure_training(pd.concat([metrics, metrics.assign(seed=1)]), bins=4)
+    fig = kl_estimators.figure_training(pd.concat([metrics, metrics.assign(seed=1)]), bins=4)
     assert len(fig.axes) == 3

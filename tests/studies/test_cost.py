@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import cost
 from grpo_lab.experiments import run_dir
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
+from grpo_lab.studies import cost
 
 
 def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():

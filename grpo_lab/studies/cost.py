@@ -15,6 +15,7 @@ import json
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -30,6 +31,8 @@ from grpo_lab.experiments.designs import Point, grid_points, preset_overrides
 from grpo_lab.experiments.store import ensure, run_dir
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
+from grpo_lab.studies.base import base as study_base
+from grpo_lab.trainer import train
 
 FULL_STEPS = 6
 """steps per cost run under the full profile (the first is dropped: five timed steps per round)"""
@@ -62,16 +65,16 @@ TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 
 
 def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
-    """The cost study's profile: `FULL_STEPS` steps per run under the full profile, validated before
-    and after; its seeds are the interleaved rounds."""
-    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
-    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, eval_every=first.steps)
+    """The cost study's profile: `FULL_STEPS` steps per run under the full profile, validated only
+    before and after training (outside the timed steps) on `VAL_SIZE` prompts; its seeds are the
+    interleaved rounds."""
+    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, val_size=VAL_SIZE)
+    return replace(first, eval_every=first.steps)
 
 
 def base_config(settings: profiles.Profile) -> Config:
-    """GRPO on `arith` with the profile's steps, validated only before and after training (outside
-    the timed steps) on a handful of prompts: cost runs are not scored."""
-    return preset("grpo", steps=settings.steps, eval_every=settings.steps, val_size=VAL_SIZE, progress=False)
+    """The study base (`studies.base`) under the cost profile (`settings`)."""
+    return study_base(settings)
 
 
 def points(
@@ -105,8 +108,6 @@ def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> 
     loaded, not re-measured. Returns the tidy metrics (label, the point's columns, seed, then a row
     per step) with `cost/peak_over_rest_mb`, the run's peak memory above what the process held
     before it (NaN where that is unknown)."""
-    from grpo_lab.trainer import train  # analysis modules import the trainer only when they train
-
     if not seeds:
         raise ValueError("need at least one seed (round)")
     root = Path(root).resolve()

@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import sensitivity
+from grpo_lab import studies
+from grpo_lab.studies import sensitivity
 
 
 def test_settings_share_one_base_and_validate_only_at_the_ends():
@@ -13,7 +14,7 @@ def test_settings_share_one_base_and_validate_only_at_the_ends():
     assert full.steps == sensitivity.FULL_STEPS and full.eval_every == full.steps
     assert sensitivity.settings("full", steps=20).eval_every == 20
     base = sensitivity.base_config(full)
-    assert (base.preset, base.task, base.steps, base.progress) == ("grpo", "arith", full.steps, False)
+    assert base == studies.base(full)
     smoke = sensitivity.settings("smoke")
     assert sensitivity.base_config(smoke).steps == smoke.steps
 

@@ -1,0 +1,419 @@
+"""The claims study (notebook 09): the seed documents' testable claims as pre-declared tests
+(`analysis.claims.Claim`), the runs they need and each run's score. The decision rule, the per-run
+metrics, the verdict table and its figure read run logs only and live in `analysis.claims`.
+
+Every quantitative claim is tested at the number its document states (a claim's `reading` says how
+a stated number becomes a region where a choice was needed); the claims the lab cannot test are in
+`UNTESTABLE`, with the reason. Sources: doc 000 is the evaluation guide, doc 002 the review of GRPO
+tricks (docs/sources.md, Evaluation guide and Tricks review); sections as numbered there."""
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grpo_lab import profiles
+from grpo_lab.analysis.claims import (
+    CRASH_STEPS,
+    KL_BOUND,
+    ON_FAILURE,
+    RUN_METRICS,
+    STALL_GAIN,
+    Claim,
+    arm_label,
+    at_most,
+    between,
+    equivalent,
+    greater,
+    less,
+)
+from grpo_lab.experiments import run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.presets import TRICKS
+from grpo_lab.studies import cost, sensitivity
+
+D000, D002 = "doc 000", "doc 002"
+FAILURE_GRID = {"learning_rate": (1e-4, 1e-3), "kl_coef": (0.01, 0.2)}
+"""the configurations over which the share of failing runs is counted: a slow and a fast learning
+rate, a weak and a strong KL coefficient"""
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "group_norm_dense_outcome",
+        "On dense judge rewards squeezed into [0.75, 0.85], dividing by each group's std blows tiny "
+        "differences up into a high-variance signal and does worse than scaling by the batch std",
+        f"{D002} §2.1",
+        "final_val_reward", "difference", less(),
+        {"task": "judge"}, {"task": "judge", "advantage": "lite_ppo"},
+    ),
+    Claim(
+        "group_norm_dense_aggressive",
+        "... and makes the policy over-aggressive: it drifts further from the reference",
+        f"{D002} §2.1",
+        "final_kl", "relative", greater(),
+        {"task": "judge"}, {"task": "judge", "advantage": "lite_ppo"},
+    ),
+    Claim(
+        "batch_norm_hurts",
+        "Normalizing advantages over the whole batch on top of the group normalization hurts",
+        f"{D002} §2.2",
+        "final_val_accuracy", "difference", less(),
+        {"adv_batch_norm": True},
+    ),
+    Claim(
+        "batch_norm_jittery",
+        "... training becomes jittery (KL to the reference more volatile)",
+        f"{D002} §2.2",
+        "kl_volatility", "relative", greater(),
+        {"adv_batch_norm": True},
+    ),
+    Claim(
+        "adv_clip_never_binds",
+        "Advantage clipping (at 2) does nothing because group advantages are bounded, 'usually within "
+        "1 or 2': it changes under 1% of the advantages",
+        f"{D002} §2.2",
+        "clipped_frac", "value", at_most(0.01),
+        {"adv_clip": 2.0}, None,
+    ),
+    Claim(
+        "adv_clip_same_outcome",
+        "Advantage clipping (at 2) leaves the outcome unchanged (within 3 points of accuracy)",
+        f"{D002} §2.2",
+        "final_val_accuracy", "difference", equivalent(0.03),
+        {"adv_clip": 2.0},
+        reading="'does nothing' read as: no change of final accuracy beyond 3 points",
+    ),
+    Claim(
+        "length_norm_shorter",
+        "Length normalization shortens the answers from 1800 to 1100 tokens (by about 39%)",
+        f"{D002} §2.1",
+        "final_length", "relative", between(-0.49, -0.29),
+        TRICKS["length_norm"],
+        reading="1100 / 1800 - 1 = -0.39; a reported pair of rounded lengths read as -0.39 +- 0.10",
+    ),
+    Claim(
+        "length_norm_gains_accuracy",
+        "... and raises accuracy by 1.2 points",
+        f"{D002} §2.1",
+        "final_val_accuracy", "difference", between(0.002, 0.022),
+        TRICKS["length_norm"],
+        reading="a point value of +0.012 read as +0.012 +- 0.010: a gain, of about the stated size "
+        "(greater(0.012) would test 'more than 1.2 points', which the document does not say)",
+    ),
+    Claim(
+        "threshold_kl_vs_linear",
+        "A KL coefficient raised only when the KL crosses a threshold is more stable (less volatile "
+        "KL) than a linearly decaying one",
+        f"{D002} §2.1",
+        "kl_volatility", "relative", less(),
+        TRICKS["adaptive_kl"], {"kl_schedule": "linear", "kl_coef_final": 0.0},
+    ),
+    Claim(
+        "threshold_kl_vs_fixed",
+        "... and more stable than a fixed coefficient",
+        f"{D002} §2.1",
+        "kl_volatility", "relative", less(),
+        TRICKS["adaptive_kl"],
+    ),
+    Claim(
+        "two_layer_kl_stable",
+        "A second KL term to the previous step's policy makes training 10-20% more stable (KL 10-20% "
+        "less volatile)",
+        f"{D002} §2.3",
+        "kl_volatility", "relative", between(-0.20, -0.10),
+        TRICKS["two_layer_kl"],
+        reading="stability measured as the volatility of the exact KL to the reference (doc 000 §4.2)",
+    ),
+    Claim(
+        "fixed_kl_fails_often",
+        "A fixed KL coefficient makes training diverge or converge prematurely in 60% of configurations",
+        f"{D002} §2.1",
+        "diverged_or_stalled", "value", between(0.5, 0.7),
+        {}, None,
+        grid=FAILURE_GRID,
+        reading="per seed, the share of the grid's configurations that diverge (non-finite reward, or "
+        f"exact KL above {KL_BOUND:g} nats per token at the end) or stall (validation accuracy up by "
+        f"at most {STALL_GAIN:g}); 60% read as 50-70%",
+    ),
+    Claim(
+        "threshold_kl_fails_less",
+        "... while the threshold-triggered coefficient fails in fewer of them",
+        f"{D002} §2.1",
+        "diverged_or_stalled", "difference", less(),
+        TRICKS["adaptive_kl"],
+        grid=FAILURE_GRID,
+    ),
+    Claim(
+        "three_tricks_crash",
+        "Group normalization, a dynamic KL coefficient and length normalization all on crash within "
+        "5 steps",
+        f"{D002} §2.1",
+        "crashed_early", "value", greater(0.5),
+        {**TRICKS["adaptive_kl"], **TRICKS["length_norm"]}, None,
+        reading="group normalization is GRPO's own advantage; 'crash' read as: most seeds stop, or log "
+        f"a non-finite loss or reward, within {CRASH_STEPS} steps",
+    ),
+    Claim(
+        "chat_needs_no_length_norm",
+        "On a chat task scored by a judge, GRPO with a simple adaptive KL is enough: length "
+        "normalization adds nothing",
+        f"{D002} §3.2",
+        "final_val_reward", "difference", at_most(0.01),
+        {"task": "judge", **TRICKS["adaptive_kl"], **TRICKS["length_norm"]},
+        {"task": "judge", **TRICKS["adaptive_kl"]},
+        reading="the lab's judge-scored task stands for chat; 'adds nothing' read as: less than 1 "
+        "point of judge score gained",
+    ),
+    Claim(
+        "math_needs_length_norm",
+        "On math reasoning, length normalization is needed: without it the outcome is worse",
+        f"{D002} §3.2",
+        "final_val_accuracy", "difference", greater(),
+        TRICKS["length_norm"],
+        reading="the study base's long-answer task stands for math reasoning",
+    ),
+    Claim(
+        "two_layer_kl_slower",
+        "... but slower: less reward along the way",
+        f"{D002} §2.3",
+        "mean_reward", "difference", less(),
+        TRICKS["two_layer_kl"],
+    ),
+    Claim(
+        "learnable_temperature_cost",
+        "A differentiable (learnable) temperature costs about 15-20% more compute per step",
+        f"{D002} §4.4",
+        "step_time", "relative", between(0.15, 0.20),
+        TRICKS["learnable_temperature"], design="cost",
+        reading="the stated range of extra compute, as a relative step time",
+    ),
+    Claim(
+        "learnable_temperature_gain",
+        "A learnable temperature improves the final result by 4-6%",
+        f"{D002} §2.2",
+        "final_val_accuracy", "relative", between(0.04, 0.06),
+        TRICKS["learnable_temperature"],
+        reading="a relative gain of final accuracy (4-6% of the control's accuracy, not points)",
+    ),
+    Claim(
+        "learned_temperature_late",
+        "... while the learned temperature falls to about 0.1 late in training",
+        f"{D002} §2.2",
+        "final_temperature", "value", between(0.05, 0.15),
+        TRICKS["learnable_temperature"], None,
+        reading="'close to 0.1' read as 0.1 +- 0.05, over the last quarter of the steps",
+    ),
+    Claim(
+        "learnable_temperature_explores",
+        "A learnable temperature keeps exploration up early in training (higher entropy)",
+        f"{D002} §2.2",
+        "early_entropy", "relative", greater(),
+        TRICKS["learnable_temperature"],
+    ),
+    Claim(
+        "temperature_noise_free",
+        "Temperature noise in sampling costs almost no extra compute (within 5% of a step)",
+        f"{D002} §4.4",
+        "step_time", "relative", equivalent(0.05),
+        TRICKS["temperature_noise"], design="cost",
+        reading="'almost no extra compute' read as: step time within 5%",
+    ),
+    Claim(
+        "temperature_noise_diversity",
+        "... and makes the completions of a group more varied",
+        f"{D002} §4.4",
+        "group_diversity", "relative", greater(),
+        TRICKS["temperature_noise"],
+    ),
+    Claim(
+        "dynamic_group_no_gain",
+        "Growing the groups whose rewards are all equal (dynamic group size) ends close to a fixed "
+        "group (within 3 points of accuracy)",
+        f"{D002} §3.1",
+        "final_val_accuracy", "difference", equivalent(0.03),
+        {"dynamic_group_size": True},
+        reading="'not much different' read as: within 3 points of final accuracy",
+    ),
+    Claim(
+        "dynamic_group_costly",
+        "... while costing more compute per step",
+        f"{D002} §3.1, §4.4",
+        "step_time", "relative", greater(),
+        {"dynamic_group_size": True}, design="cost",
+    ),
+    Claim(
+        "small_group_worse",
+        "With too small a group (G = 2 against 8) the advantage estimate is too noisy and the outcome worse",
+        f"{D002} §1.2, {D000} §4.3",
+        "final_val_accuracy", "difference", less(),
+        {"group_size": 2}, {"group_size": 8},
+    ),
+    Claim(
+        "large_group_no_gain",
+        "A larger group (G = 16 against 8) costs more without a clear gain (under 3 points of accuracy)",
+        f"{D002} §1.2",
+        "final_val_accuracy", "difference", at_most(0.03),
+        {"group_size": 16}, {"group_size": 8},
+    ),
+)  # fmt: skip
+"""every claim tested by 09_claims"""
+SMOKE_CLAIMS = ("batch_norm_hurts", "adv_clip_never_binds", "learnable_temperature_cost")
+
+
+@dataclass(frozen=True)
+class Untestable:
+    """A claim of the documents this lab cannot test, and why."""
+
+    statement: str
+    source: str
+    reason: str
+
+
+UNTESTABLE: tuple[Untestable, ...] = (
+    Untestable(
+        "Value clipping and the GAE lambda do nothing in GRPO: there is no critic for them to act on",
+        f"{D002} §2.2, §3.1",
+        "true by construction: the lab has no critic, so there is no value loss to clip and nothing "
+        "to measure",
+    ),
+    Untestable(
+        "Dynamic regularization (a per-token KL weight from an auxiliary importance model) gains about 5%",
+        f"{D002} §2.3",
+        "the lab has no auxiliary token-importance model, and the document gives no recipe to build one",
+    ),
+    Untestable(
+        "Without length normalization a math model degenerates into a verbose 'nodding repeater' "
+        "after 800 steps",
+        f"{D002} §3.2",
+        "a reasoning model's free-form derivations; the embedded model's answers are at most a few "
+        "dozen tokens, and 800-step runs over enough seeds are beyond the notebooks' budget",
+    ),
+    Untestable(
+        "On creative or open-ended generation, the differentiable temperature and the entropy-adaptive "
+        "coefficient should both be on",
+        f"{D002} §3.2",
+        "the lab has no creative or open-domain dialogue task: every task has a verifiable or judged answer",
+    ),
+    Untestable(
+        "Under weak supervision (RLHF on weak signals), a two-layer KL is worth its slowness",
+        f"{D002} §3.2",
+        "the lab has no weak-supervision reward; its rewards are exact or a fixed judge",
+    ),
+    Untestable(
+        "A loss above 1, even above 5, is normal; after SFT the KL term sits between 0.1 and 0.5",
+        f"{D002} §4.1",
+        "magnitudes of a large SFT model's loss and KL; the embedded model's scales differ by "
+        "construction, so the numbers do not transfer",
+    ),
+    Untestable(
+        "Dynamic group size: rewriting 3D-parallel communication for it gained under 2%",
+        f"{D002} §4.4",
+        "multi-device parallelism; the lab trains on one device",
+    ),
+    Untestable(
+        "Finding at the 37th hour of a thousand-GPU run that the model has become a repeater",
+        f"{D002} §5",
+        "an anecdote about cluster-scale runs, not a measurable effect",
+    ),
+    Untestable(
+        "A dozen GRPO variants on 7B models give scattered results",
+        f"{D002} introduction",
+        "7B models: the lab's embedded model is tiny",
+    ),
+    Untestable(
+        "The ratings table (stability, performance, engineering cost: low / medium / high per trick)",
+        f"{D002} §3.1",
+        "qualitative ratings without a quantity; the table's testable parts are claims above",
+    ),
+    Untestable(
+        "The choice of KL estimator behaves differently at different vocabulary sizes",
+        f"{D000} §9",
+        "the embedded model has one small vocabulary; the lab cannot vary it",
+    ),
+    Untestable(
+        "Relative merits may reverse with model size",
+        f"{D000} §9",
+        "one model size",
+    ),
+)
+"""the documents' claims the lab cannot test, with the reason"""
+
+
+def untestable() -> pd.DataFrame:
+    """`UNTESTABLE` as a table: statement, source, reason."""
+    return pd.DataFrame([vars(u) for u in UNTESTABLE], columns=["statement", "source", "reason"])
+
+
+def catalogue(profile: str) -> tuple[Claim, ...]:
+    """Every claim under the full profile; three (one of each kind of test) otherwise."""
+    return CLAIMS if profile == "full" else tuple(c for c in CLAIMS if c.name in SMOKE_CLAIMS)
+
+
+def settings(
+    profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
+) -> dict[str, profiles.Profile]:
+    """The profile of each design: 'training', the short-run profile of `sensitivity` (`steps`
+    overrides its steps, so 06's runs are reused); 'cost', the profile of `cost` (08's runs)."""
+    seeds = list(seeds) if seeds is not None else None
+    return {"training": sensitivity.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
+
+
+def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
+    """Arm -> the config overrides of its runs: the arm's own overrides, at every combination of the
+    claim's grid (one entry without a grid)."""
+    combos = [dict(zip(claim.grid, values)) for values in itertools.product(*claim.grid.values())]
+    return {arm: [{**overrides, **combo} for combo in combos] for arm, overrides in claim.arms().items()}
+
+
+def scores(
+    claims: Sequence[Claim], settings: Mapping[str, profiles.Profile], root: str | Path, **options: Any
+) -> pd.DataFrame:
+    """Run (or load) every configuration the claims need and score each run: one row per claim, arm
+    and seed with the claim's metric (over a grid: the mean over the arm's configurations of that
+    seed). `settings` (from `settings`) gives each design's profile. Training configurations use
+    `sensitivity`'s base and run in a pool (`options` as for `experiments.run_design`); a failed run
+    scores `ON_FAILURE` on the metrics that measure failing, and has no score otherwise. Cost
+    configurations use `cost`'s base and are timed one after the other by `cost.measure`."""
+    unknown = sorted({c.design for c in claims} - set(settings))
+    if unknown:
+        raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
+    bases = {"training": sensitivity.base_config, "cost": cost.base_config}
+    runs, failed = {}, set()
+    for design, make_base in bases.items():
+        wanted = [c for c in claims if c.design == design]
+        if not wanted:
+            continue
+        base = make_base(settings[design])
+        arms = [o for c in wanted for arm in configurations(c).values() for o in arm]
+        points = [Point(label, {}, base.replace(**o)) for label, o in {arm_label(o): o for o in arms}.items()]
+        runs[design], lost = _run(design, points, settings[design], root, options)
+        failed |= lost
+    rows = []
+    for claim in claims:
+        metric = RUN_METRICS.get(claim.metric)
+        by_label = dict(list(runs[claim.design].groupby(["label", "seed"])))
+        for arm, overrides in configurations(claim).items():
+            for seed in settings[claim.design].seeds:
+                values = []
+                for label in map(arm_label, overrides):
+                    if (label, seed) in failed:
+                        values.append(ON_FAILURE.get(claim.metric, math.nan))
+                    elif (label, seed) in by_label:
+                        values.append(metric(by_label[(label, seed)]))
+                score = float(np.mean(values)) if len(values) == len(overrides) else math.nan
+                rows.append({"claim": claim.name, "arm": arm, "seed": seed, "score": score})
+    return pd.DataFrame(rows, columns=["claim", "arm", "seed", "score"])
+
+
+def _run(
+    design: str, points: list[Point], settings: profiles.Profile, root: str | Path, options: Mapping[str, Any]
+) -> tuple[pd.DataFrame, set[tuple[str, int]]]:
+    """The metrics of the design's runs and the (label, seed) of those that failed."""
+    if design == "cost":
+        return cost.measure(points, settings.seeds, root), set()
+    result = run_design(points, settings.seeds, root, **options)
+    return result.metrics, set(zip(result.failures["label"], result.failures["seed"]))

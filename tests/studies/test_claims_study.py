@@ -1,0 +1,141 @@
+"""The claims study: the catalogue's validity, the runs it shares with 06 and 08, and the whole path
+from runs to verdicts on tiny runs."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_lab.analysis import claims
+from grpo_lab.analysis.claims import Claim, arm_label, greater
+from grpo_lab.config import Config
+from grpo_lab.studies import claims as claims_study
+from grpo_lab.studies import cost, sensitivity
+
+# --- the catalogue ---------------------------------------------------------------------------------
+
+
+def test_claim_refuses_bad_declarations():
+    with pytest.raises(ValueError, match="unknown metric"):
+        Claim("c", "s", "d", "accuracy", "difference", greater(), {})
+    with pytest.raises(ValueError, match="unknown effect"):
+        Claim("c", "s", "d", "final_val_accuracy", "ratio", greater(), {})
+    with pytest.raises(ValueError, match="unknown design"):
+        Claim("c", "s", "d", "final_val_accuracy", "difference", greater(), {}, design="gpu")
+    with pytest.raises(ValueError, match="takes no control"):
+        Claim("c", "s", "d", "final_val_accuracy", "value", greater(), {})
+
+
+@pytest.mark.parametrize("profile", ["smoke", "full"])
+def test_every_claim_builds_valid_and_distinct_arms(profile):
+    bases = {
+        "training": sensitivity.base_config(sensitivity.settings(profile)),
+        "cost": cost.base_config(cost.settings(profile)),
+    }
+    catalogue = claims_study.catalogue(profile)
+    assert len({c.name for c in catalogue}) == len(catalogue)
+    for claim in catalogue:
+        arms = {arm: bases[claim.design].replace(**o) for arm, o in claim.arms().items()}
+        assert all(isinstance(c, Config) for c in arms.values())
+        if "control" in arms:
+            assert arms["treatment"].key() != arms["control"].key(), claim.name
+
+
+def test_cost_claims_reuse_the_cost_study_configs():
+    """A cost claim's treatment is the cost design's configuration of that trick, so 08's runs serve."""
+    base = cost.base_config(cost.settings("full"))
+    design = {p.config.key() for p in cost.design("full", base)}
+    for claim in claims_study.CLAIMS:
+        if claim.design == "cost":
+            assert all(base.replace(**o).key() in design for o in claim.arms().values()), claim.name
+
+
+def test_group_size_claims_reuse_the_sensitivity_runs():
+    base = sensitivity.base_config(sensitivity.settings("full"))
+    scanned = {p.config.key() for scan in sensitivity.SCANS for p in sensitivity.points(base, scan)}
+    for claim in claims_study.CLAIMS:
+        if "group_size" in claim.treatment:
+            assert all(base.replace(**o).key() in scanned for o in claim.arms().values()), claim.name
+
+
+# --- from runs to verdicts -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_scores_and_verdicts_from_real_runs(tmp_path):
+    """A training claim and a cost claim, end to end on two-step runs of the embedded model."""
+    catalogue = [
+        c for c in claims_study.CLAIMS if c.name in ("adv_clip_never_binds", "learnable_temperature_cost")
+    ]
+    settings = claims_study.settings("smoke", [0, 1], steps=2)
+    scores = claims_study.scores(catalogue, settings, tmp_path, workers=1, progress=False)
+    assert set(scores["claim"]) == {c.name for c in catalogue}
+    assert len(scores) == 2 + 4  # two treatment runs; two treatment and two control cost runs
+    table = claims.evaluate(catalogue, scores)
+    assert set(table["verdict"]) <= set(claims.VERDICTS)
+    clipped = scores[scores["claim"] == "adv_clip_never_binds"]["score"]
+    assert clipped.between(0, 1).all()
+    fig = claims.figure(table, catalogue)
+    assert len([ax for ax in fig.axes if ax.has_data()]) == 2
+
+
+def test_settings_give_each_design_its_profile():
+    settings = claims_study.settings("full", [0, 1], steps=30)
+    assert settings["training"].steps == 30 and settings["training"].eval_every == 30
+    assert settings["cost"].steps == cost.FULL_STEPS and settings["cost"].seeds == (0, 1)
+    cost_claim = next(c for c in claims_study.CLAIMS if c.design == "cost")
+    with pytest.raises(ValueError, match="no profile for the design"):
+        claims_study.scores([cost_claim], {"training": settings["training"]}, "/nonexistent")
+
+
+def test_claims_are_tested_at_the_numbers_the_documents_state():
+    by_name = {c.name: c for c in claims_study.CLAIMS}
+    stated = {
+        "learnable_temperature_gain": ("relative", 0.04, 0.06),  # "+4-6%"
+        "two_layer_kl_stable": ("relative", -0.20, -0.10),  # "10-20% more stable"
+        "length_norm_gains_accuracy": ("difference", 0.002, 0.022),  # "+1.2 points"
+        "length_norm_shorter": ("relative", -0.49, -0.29),  # "1800 -> 1100 tokens"
+        "learnable_temperature_cost": ("relative", 0.15, 0.20),  # "15-20% more compute"
+        "fixed_kl_fails_often": ("value", 0.5, 0.7),  # "60% of configurations"
+        "learned_temperature_late": ("value", 0.05, 0.15),  # "close to 0.1"
+    }
+    for name, (effect, low, high) in stated.items():
+        claim = by_name[name]
+        assert (claim.effect, claim.region.low, claim.region.high) == (effect, low, high), name
+    assert all(c.reading for c in claims_study.CLAIMS if c.region.low > -1e9 and c.region.high < 1e9)
+
+
+def test_a_grid_claim_runs_each_arm_at_every_configuration():
+    claim = next(c for c in claims_study.CLAIMS if c.name == "threshold_kl_fails_less")
+    arms = claims_study.configurations(claim)
+    assert len(arms["treatment"]) == len(arms["control"]) == 4
+    assert {o["kl_schedule"] for o in arms["treatment"]} == {"threshold"}
+    assert {(o["learning_rate"], o["kl_coef"]) for o in arms["control"]} == {
+        (lr, kl) for lr in (1e-4, 1e-3) for kl in (0.01, 0.2)
+    }
+
+
+def test_failed_runs_score_as_failures_only_where_failing_is_measured(monkeypatch):
+    """A failed run counts as a crash for the crash claim and leaves its seed out elsewhere."""
+    crash = next(c for c in claims_study.CLAIMS if c.name == "three_tricks_crash")
+    gain = next(c for c in claims_study.CLAIMS if c.name == "math_needs_length_norm")
+    treated, base = arm_label(crash.treatment), arm_label(gain.treatment)
+    rows = [{"label": label, "seed": seed, "step": step, "reward": 0.5, "loss": 0.1, "val/accuracy": 0.4}
+            for label in (arm_label({}), base) for seed in (0, 1) for step in range(6)]  # fmt: skip
+    rows += [{"label": treated, "seed": 1, "step": step, "reward": 0.5, "loss": 0.1} for step in range(6)]
+
+    def fake_run(design, points, settings, root, options):
+        return pd.DataFrame(rows), {(treated, 0), (base, 1)}
+
+    monkeypatch.setattr(claims_study, "_run", fake_run)
+    settings = claims_study.settings("smoke", [0, 1])
+    table = claims_study.scores([crash, gain], settings, "/unused").set_index(["claim", "arm", "seed"])
+    assert table.loc[("three_tricks_crash", "treatment", 0), "score"] == 1.0  # failed: crashed
+    assert table.loc[("three_tricks_crash", "treatment", 1), "score"] == 0.0  # ran 6 clean steps
+    assert np.isnan(table.loc[("math_needs_length_norm", "treatment", 1), "score"])  # no outcome
+    assert table.loc[("math_needs_length_norm", "control", 1), "score"] == 0.4
+
+
+def test_the_untestable_claims_each_give_a_reason():
+    table = claims_study.untestable()
+    assert len(table) >= 5 and (table["reason"].str.len() > 10).all()
+    assert table["source"].str.startswith(("doc 000", "doc 002")).all()
