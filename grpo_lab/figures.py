@@ -153,8 +153,9 @@ def figures_of(record: dict[str, Any], figures: list[Path]) -> list[Path]:
 
 def write_index(root: Path, profile: str) -> Path:
     """Write the index of figures for `profile` (see `index_path`): a section per executed notebook
-    with its parameters, resolved profile, commit and dates, and the figures it wrote; then the
-    figures no recorded execution wrote. Built from notebooks/executed/ and figures/ as they are."""
+    with its parameters, resolved profile, commit and dates, the figures it wrote and the markdown
+    tables written beside them (`<figure>.md`, e.g. the verdict table); then the figures no recorded
+    execution wrote. Built from notebooks/executed/ and figures/ as they are."""
     executed = sorted((root / "notebooks" / "executed").glob("[0-9][0-9]_*.ipynb"))
     figures = sorted((root / "figures").glob("*.png"))
     records = [execution_record(p) for p in executed]
@@ -191,6 +192,8 @@ def write_index(root: Path, profile: str) -> Path:
             for f in mine:
                 written = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
                 lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} |")
+            for table in (f.with_suffix(".md") for f in mine if f.with_suffix(".md").exists()):
+                lines += ["", f"Table written with {table.stem}.png:", "", table.read_text().rstrip()]
         else:
             lines.append("No figure was written by this execution.")
     orphans = [

@@ -293,15 +293,14 @@ def effect(claim: Claim, scores: pd.DataFrame) -> dict[str, float]:
     arm = {a: g.groupby("seed")["score"].mean() for a, g in scores.groupby("arm")}
     treatment = arm.get("treatment", pd.Series(dtype=float))
     if claim.effect == "value":
-        result = paired(treatment, pd.Series(0.0, index=treatment.index))
-        return result.as_dict()
+        return paired(treatment, pd.Series(0.0, index=treatment.index)).as_dict()
     control = arm.get("control", pd.Series(dtype=float))
     if claim.effect == "difference":
         return paired(treatment, control).as_dict()
     logs = [np.log(x.where(x > 0)) for x in (treatment, control)]
-    result = paired(*logs).as_dict()
-    mapped = {k: math.expm1(result[k]) for k in ("effect", "low", "high", "mde")}
-    return {**result, **mapped}
+    on_logs = paired(*logs).as_dict()
+    mapped = {k: math.expm1(on_logs[k]) for k in ("effect", "low", "high", "mde")}
+    return {**on_logs, **mapped}
 
 
 def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
