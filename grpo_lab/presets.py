@@ -119,7 +119,7 @@ PRESETS: dict[str, Preset] = {
 TRICKS: dict[str, dict[str, Any]] = {
     "batch_reward_norm": {"adv_batch_norm": True},
     "adv_clip": {"adv_clip": 2.0},
-    "adaptive_kl": {"kl_schedule": "threshold"},
+    "adaptive_kl": {"kl_schedule": "threshold", "kl_target": 0.01},
     "two_layer_kl": {"kl_prev_coef": 0.05},
     "dynamic_kl": {"kl_token_weight": "entropy"},
     "length_penalty": {"length_penalty": 0.05},
