@@ -13,13 +13,13 @@ def final_answer(completion: str) -> int | None:
     return parse_int(tail) if sep else None
 
 
-def _is_correct(completion: str, answer: str) -> bool:
+def is_correct(completion: str, answer: str) -> bool:
     return final_answer(completion) == int(answer)
 
 
 def correct(prompts: list[str], completions: list[str], answer: list[str], **kwargs) -> list[float]:
     """1.0 when the final answer after '>' is the sum, else 0.0."""
-    return [float(_is_correct(c, a)) for c, a in zip(completions, answer)]
+    return [float(is_correct(c, a)) for c, a in zip(completions, answer)]
 
 
 def well_formed(prompts: list[str], completions: list[str], **kwargs) -> list[float]:
@@ -50,6 +50,6 @@ def make(digits: int = 2) -> Task:
         name="scratchpad",
         problems=tuple(problems),
         rewards={"correct": correct, "format": well_formed},
-        is_correct=_is_correct,
+        is_correct=is_correct,
         default_rewards=("correct",),
     )

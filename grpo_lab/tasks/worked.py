@@ -4,39 +4,21 @@ worked solution that names each column and its carry ("units 7+8=15 carry 1,tens
 Completions run from 4 to about 45 tokens (30 on average in the reference solutions) and a correct
 answer is reachable at every length, while the written-out columns are more reliable than the bare
 answer: training can grow the length toward the worked style or shrink it (under a length penalty
-or normalization). These are the long, variable answers that length tricks need in order to act
+or normalization). The answer is read as in `scratchpad` (the integer after the last '>'), with its
+rewards. These are the long, variable answers that length tricks need in order to act
 (`docs/sources.md`, Tricks review §2.1 length normalization); the arithmetic is `scratchpad`'s, so
 the warm start stays short."""
 
 import itertools
 import zlib
 
-from grpo_lab.tasks.base import Example, Task, operands, parse_int
+from grpo_lab.tasks.base import Example, Task, operands
+from grpo_lab.tasks.scratchpad import correct, is_correct, well_formed
 
 PLACES = ("units", "tens", "hundreds")
 """column names, least significant first"""
 STYLES = (("direct", 1), ("columns", 3), ("worked", 6))
 """the warm start's reference styles and their weights (out of their sum)"""
-
-
-def final_answer(completion: str) -> int | None:
-    """The integer after the last '>', or None when there is none."""
-    _, sep, tail = completion.rpartition(">")
-    return parse_int(tail) if sep else None
-
-
-def _is_correct(completion: str, answer: str) -> bool:
-    return final_answer(completion) == int(answer)
-
-
-def correct(prompts: list[str], completions: list[str], answer: list[str], **kwargs) -> list[float]:
-    """1.0 when the final answer after '>' is the sum, else 0.0."""
-    return [float(_is_correct(c, a)) for c, a in zip(completions, answer)]
-
-
-def well_formed(prompts: list[str], completions: list[str], **kwargs) -> list[float]:
-    """1.0 when the completion ends with exactly one '>' followed by an integer."""
-    return [float(c.count(">") == 1 and final_answer(c) is not None) for c in completions]
 
 
 def columns(a: int, b: int, digits: int, named: bool) -> str:
@@ -78,6 +60,6 @@ def make(digits: int = 2) -> Task:
         name="worked",
         problems=tuple(problems),
         rewards={"correct": correct, "format": well_formed},
-        is_correct=_is_correct,
+        is_correct=is_correct,
         default_rewards=("correct",),
     )
