@@ -123,8 +123,8 @@ def figure(runs: pd.DataFrame, by: str, order: Sequence[str], title: str) -> plt
             ax.plot(np.full(len(values), i), values, ".", color="0.6", ms=4)
             if len(values):
                 mean, lo, hi = mean_interval(values)
-                ax.errorbar(i, mean, yerr=[[mean - lo], [hi - mean]] if np.isfinite(lo) else None,
-                            fmt="o", color="tab:blue", capsize=3)  # fmt: skip
+                bar = [[mean - lo], [hi - mean]] if np.isfinite(lo) else None
+                ax.errorbar(i, mean, yerr=bar, fmt="o", color="tab:blue", capsize=3)
         ax.set_xticks(range(len(order)), order, rotation=60, fontsize=7)
         ax.set_title(STABILITY[name].label, fontsize=9)
         ax.grid(alpha=0.3)
@@ -157,7 +157,9 @@ def ratio_bands(metrics: pd.DataFrame, by: str, order: Sequence[str], window: in
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     seeds = metrics["seed"].nunique()
-    fig.suptitle(f"{title}: importance-ratio quantiles per step, mean over {seeds} seeds, "
-                 f"moving average over {window} steps", fontsize=10)  # fmt: skip
+    caption = (
+        f"importance-ratio quantiles per step, mean over {seeds} seeds, moving average over {window} steps"
+    )
+    fig.suptitle(f"{title}: {caption}", fontsize=10)
     fig.tight_layout()
     return fig

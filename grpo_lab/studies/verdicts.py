@@ -124,8 +124,8 @@ def figure(verdict_table: pd.DataFrame, runs: str, margin: float = verdicts.MARG
     ax.barh(y, 2 * rows["mde"].clip(upper=1), left=-rows["mde"].clip(upper=1), color="0.9", label="± MDE")
     colors = {"better": "tab:green", "worse": "tab:red", "no difference > margin": "tab:blue"}
     for yi, r in zip(y, rows.itertuples()):
-        ax.errorbar(r.effect, yi, xerr=[[r.effect - r.ci_low], [r.ci_high - r.effect]], fmt="o",
-                    color=colors.get(r.verdict, "0.4"), capsize=3)  # fmt: skip
+        bar = [[r.effect - r.ci_low], [r.ci_high - r.effect]]
+        ax.errorbar(r.effect, yi, xerr=bar, fmt="o", color=colors.get(r.verdict, "0.4"), capsize=3)
     ax.axvline(0, color="k", lw=0.8)
     for x in (-margin, margin):
         ax.axvline(x, color="k", lw=0.8, ls=":")
