@@ -16,6 +16,7 @@ A benchmark, not a test: the figures depend on the machine and on what else it r
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -39,6 +40,7 @@ from grpo_lab.models.logprobs import completion_logits, token_logprobs
 from grpo_lab.models.sampler import sample
 from grpo_lab.presets import preset
 from grpo_lab.tasks import make_task
+from grpo_lab.threads import torch_threads
 
 BENCH_4M_ARCH = dict(
     hidden_size=256,
@@ -299,12 +301,13 @@ def pool_throughput(
     own validation) on one worker (this process, one torch thread, like each pool worker) and on the
     local pool of `workers`: first as a fresh process's first pool (its workers start from scratch),
     then again (the fork server that starts them is up)."""
-    from grpo_lab.experiments.execution import execute, one_thread_here
+    from grpo_lab.experiments.execution import execute
 
     configs = [
         preset("grpo", model=model, task=task, steps=steps, seed=s, progress=False) for s in range(runs)
     ]
-    setups = {"one_worker_s": (1, one_thread_here), "pool_s": (workers, contextlib.nullcontext)}
+    one_thread = functools.partial(torch_threads, 1)  # this process trains like a pool worker
+    setups = {"one_worker_s": (1, one_thread), "pool_s": (workers, contextlib.nullcontext)}
     setups["pool_warm_s"] = setups["pool_s"]
     seconds = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -349,13 +352,9 @@ def bench(
     `threads` (0: torch's current setting) applies while the bench runs."""
     if steps < 2 or rounds < 1 or warmup < 0:
         raise ValueError(f"need steps >= 2, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads or before)
-    try:
+    with torch_threads(threads):
         return _bench(model, steps, rounds, warmup, betas, force_length, completion_length, trl, pool_runs,
                       pool_steps, pool_model)  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
 
 
 def _bench(

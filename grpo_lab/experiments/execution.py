@@ -46,19 +46,6 @@ def single_thread() -> None:
     torch.set_num_threads(1)
 
 
-@contextlib.contextmanager
-def one_thread_here() -> Iterator[None]:
-    """This process set like a pool worker (one torch thread) while it trains; its setting restored after."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def attempt_single_thread(config: Config, root: Path, callbacks_factory: CallbacksFactory | None) -> Outcome:
     """`attempt` in a worker that was not set up by a pool initializer (a Ray task)."""
     single_thread()

@@ -26,6 +26,7 @@ from grpo_lab.evaluation import evaluate
 from grpo_lab.models.sampler import positions
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.tasks import make_task
+from grpo_lab.threads import torch_threads
 
 ARCH = dict(
     hidden_size=128,
@@ -138,39 +139,39 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
     cfg = WARM_START
     task = make_task(task_name, digits)
     tokenizer = build_char_tokenizer()
-    threads = torch.get_num_threads()
-    # exactly this many, whatever the caller runs with (a one-thread sweep worker, say): CPU float
-    # reductions depend on the thread count, so the cached model must not depend on who built it
-    torch.set_num_threads(cfg["threads"])
-    torch.manual_seed(cfg["seed"])
-    model = new_llama(tokenizer, ARCH, max_position_embeddings=128)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
-    rng = random.Random(cfg["seed"])
-    val = task.validation(cfg["val_size"])
-    # long-answer tasks need room for their longest reference solution (and its EOS)
-    max_new_tokens = max(cfg["max_new_tokens"], 1 + max(len(ex.solution) for ex in task.problems))
-    names = task.default_rewards
-    weights = (1.0,) * len(names)
-    start, history, step = time.perf_counter(), [], 0
-    for step in range(1, cfg["max_steps"] + 1):
-        size = cfg["batch_size"]  # a small file task has fewer problems than a batch: draw with replacement
-        batch = rng.sample(task.train, size) if size <= len(task.train) else rng.choices(task.train, k=size)
-        input_ids, labels, mask = _sft_batch(tokenizer, batch, "cpu")
-        loss = model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions(mask),
-            labels=labels,
-        ).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if step % cfg["eval_every"] == 0:
-            metrics = evaluate(model, tokenizer, task, val, max_new_tokens, names, weights)
-            history.append({"step": step, "loss": loss.item(), **metrics})
-            if metrics["val/accuracy"] >= cfg["target_accuracy"]:
-                break
-    torch.set_num_threads(threads)
+    # exactly this many threads, whatever the caller runs with (a one-thread sweep worker, say): CPU
+    # float reductions depend on the thread count, so the cached model must not depend on who built it
+    with torch_threads(cfg["threads"]):
+        torch.manual_seed(cfg["seed"])
+        model = new_llama(tokenizer, ARCH, max_position_embeddings=128)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
+        rng = random.Random(cfg["seed"])
+        val = task.validation(cfg["val_size"])
+        # long-answer tasks need room for their longest reference solution (and its EOS)
+        max_new_tokens = max(cfg["max_new_tokens"], 1 + max(len(ex.solution) for ex in task.problems))
+        names = task.default_rewards
+        weights = (1.0,) * len(names)
+        start, history, step = time.perf_counter(), [], 0
+        for step in range(1, cfg["max_steps"] + 1):
+            size = cfg["batch_size"]  # a small file task has fewer problems than a batch: with replacement
+            batch = (
+                rng.sample(task.train, size) if size <= len(task.train) else rng.choices(task.train, k=size)
+            )
+            input_ids, labels, mask = _sft_batch(tokenizer, batch, "cpu")
+            loss = model(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions(mask),
+                labels=labels,
+            ).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % cfg["eval_every"] == 0:
+                metrics = evaluate(model, tokenizer, task, val, max_new_tokens, names, weights)
+                history.append({"step": step, "loss": loss.item(), **metrics})
+                if metrics["val/accuracy"] >= cfg["target_accuracy"]:
+                    break
     path.parent.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".building-"))
