@@ -532,12 +532,14 @@ def _field_docs() -> dict[str, str]:
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(Config))
-    body = tree.body[0].body
+    (cls,) = ast.parse(inspect.getsource(Config)).body
+    assert isinstance(cls, ast.ClassDef)  # the source of Config is its class statement alone
+    body = cls.body
     docs = {}
     for node, nxt in zip(body, body[1:]):
         if (
             isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
             and isinstance(nxt, ast.Expr)
             and isinstance(nxt.value, ast.Constant)
         ):
