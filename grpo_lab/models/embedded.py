@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -35,17 +36,38 @@ ARCH = dict(
     num_attention_heads=16,
     num_key_value_heads=16,
 )
-WARM_START = dict(
-    lr=1e-3,
-    batch_size=64,
-    target_accuracy=0.3,
-    eval_every=25,
-    max_steps=2000,
-    val_size=200,
-    max_new_tokens=24,
-    seed=0,
-    threads=2,
-)
+
+
+class WarmStart(TypedDict):
+    """The settings of the supervised warm start (a dict: they are hashed into the cache key and
+    written to warm_start.json as they are)."""
+
+    lr: float
+    batch_size: int
+    """examples per step (drawn with replacement from a task with fewer training problems)"""
+    target_accuracy: float
+    """greedy validation accuracy at which the warm start stops"""
+    eval_every: int
+    max_steps: int
+    val_size: int
+    max_new_tokens: int
+    """validation completion length at least (more for tasks with longer reference solutions)"""
+    seed: int
+    threads: int
+    """torch threads the warm start runs on, whatever the caller's"""
+
+
+WARM_START: WarmStart = {
+    "lr": 1e-3,
+    "batch_size": 64,
+    "target_accuracy": 0.3,
+    "eval_every": 25,
+    "max_steps": 2000,
+    "val_size": 200,
+    "max_new_tokens": 24,
+    "seed": 0,
+    "threads": 2,
+}
 FORMAT_VERSION = 2
 
 

@@ -20,6 +20,8 @@ Models this path does not cover are named by `unsupported_reason`; callers then 
 forward."""
 
 import os
+from collections.abc import Callable, Sequence
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -39,10 +41,73 @@ DEFAULT_PATH = os.environ.get("GRPO_LAB_FORWARD", "auto")
 for every process started afterwards (sweep workers included), e.g. GRPO_LAB_FORWARD=transformers"""
 
 
+class _Config(Protocol):
+    """The fields of a Llama-architecture config the lean path reads."""
+
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    attention_dropout: float
+
+
+class _RMSNorm(Protocol):
+    weight: Tensor
+    variance_epsilon: float
+
+    def __call__(self, x: Tensor) -> Tensor: ...
+
+
+class _Attention(Protocol):
+    q_proj: nn.Module
+    k_proj: nn.Module
+    v_proj: nn.Module
+    o_proj: nn.Module
+    scaling: float
+
+
+class _MLP(Protocol):
+    gate_proj: nn.Module
+    up_proj: nn.Module
+    down_proj: nn.Module
+    act_fn: Callable[[Tensor], Tensor]
+
+    def __call__(self, x: Tensor) -> Tensor: ...
+
+
+class _DecoderLayer(Protocol):
+    self_attn: _Attention
+    mlp: _MLP
+    input_layernorm: _RMSNorm
+    post_attention_layernorm: _RMSNorm
+
+
+class _Backbone(Protocol):
+    embed_tokens: nn.Embedding
+    rotary_emb: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+    layers: Sequence[_DecoderLayer]
+    norm: _RMSNorm
+
+
+class _CausalLM(Protocol):
+    """The modules of a Llama-architecture causal LM (one of `ARCHITECTURES`) the lean path calls:
+    torch types them all as `Tensor | Module`, so the lean path reads them through this shape."""
+
+    config: _Config
+    model: _Backbone
+    lm_head: nn.Module
+    training: bool
+    device: torch.device
+
+
 def causal_lm(model: nn.Module) -> nn.Module:
     """The transformers model inside a peft wrapper (the model itself otherwise)."""
     get_base = getattr(model, "get_base_model", None)
     return get_base() if callable(get_base) else model
+
+
+def _llama(model: nn.Module) -> _CausalLM:
+    """`causal_lm(model)` as the lean path sees it; only for a model `unsupported_reason` accepts."""
+    return cast(_CausalLM, causal_lm(model))
 
 
 def unsupported_reason(model: nn.Module) -> str | None:
@@ -57,7 +122,7 @@ def unsupported_reason(model: nn.Module) -> str | None:
         return f"RoPE type {rope!r}"
     if any(kind != "full_attention" for kind in getattr(cfg, "layer_types", None) or ()):
         return "sliding-window attention layers"
-    if lm.training and cfg.attention_dropout > 0:
+    if lm.training and _llama(model).config.attention_dropout > 0:
         return "attention dropout in training mode"
     return None
 
@@ -86,7 +151,7 @@ class _Lean:
     """The parts of one causal LM that the lean forward calls."""
 
     def __init__(self, model: nn.Module) -> None:
-        self.lm = causal_lm(model)
+        self.lm = _llama(model)
         cfg = self.lm.config
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
@@ -140,7 +205,7 @@ class _Lean:
         return self.lm.lm_head(self.lm.model.norm(hidden)).float()
 
 
-def _rms_norm(x: Tensor, norm: nn.Module) -> Tensor:
+def _rms_norm(x: Tensor, norm: _RMSNorm) -> Tensor:
     """The model's RMSNorm module as one fused op: normalized in float32, cast back, then scaled."""
     return norm.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=norm.variance_epsilon).to(x.dtype)
 
@@ -176,12 +241,12 @@ class LeanDecoder:
         self.n, self.length, self.filled = n, length, 0
         self.keys: list[Tensor] = []
         self.values: list[Tensor] = []
-        self.valid: Tensor | None = None  # (N, length) the cache slots a token may attend to
+        self.valid: Tensor | None = None  # (N, length) the cache slots a token may attend to, from prefill
         # the model's rotary embedding of every position a row can reach, looked up at each step
         self.cos, self.sin = self.net.rotary(torch.arange(length, device=self.net.lm.device))  # (length, D)
         # on CPU, where a decode step is a few hundred small ops, the projections that read the same
         # input run as one matmul: their weights stacked for this call (plain linear layers only)
-        self.fused = [(None, None)] * len(self.net.lm.model.layers)
+        self.fused: list[tuple[_Stacked, _Stacked]] = [(None, None)] * len(self.net.lm.model.layers)
         if self.cos.device.type == "cpu":
             with torch.no_grad():
                 self.fused = [
@@ -212,6 +277,7 @@ class LeanDecoder:
     def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
         """One new token per row tok (N,) at positions pos (N, 1); `alive` (N,) is False on rows that
         already ended (their token is padding: it attends, but nothing attends to it). Logits (N, V)."""
+        assert self.valid is not None  # prefill came first
         slot, n, d, hq, hk = self.filled, self.n, self.net.head_dim, self.net.heads, self.net.kv_heads
         self.valid[:, slot] = alive
         attend = self.valid[:, None, None, : slot + 1]  # (N, 1, 1, slot + 1)
@@ -244,16 +310,21 @@ class LeanDecoder:
         return self.net.logits(x)  # (N, V)
 
 
-def _stacked(modules: list[nn.Module]) -> tuple[Tensor, Tensor | None] | None:
+_Stacked = tuple[Tensor, Tensor | None] | None
+"""the stacked weight and bias of linear layers that read the same input (`_stacked`)"""
+
+
+def _stacked(modules: list[nn.Module]) -> _Stacked:
     """The weights (and biases) of linear layers that read the same input, stacked into one; None
     unless every one is a plain `nn.Linear` (a LoRA layer, say, runs as its own module)."""
-    if any(type(m) is not nn.Linear for m in modules):
+    linears = [m for m in modules if type(m) is nn.Linear]
+    if len(linears) < len(modules):
         return None
-    weight = torch.cat([m.weight for m in modules])
-    if all(m.bias is None for m in modules):
+    weight = torch.cat([m.weight for m in linears])
+    if all(m.bias is None for m in linears):
         return weight, None
     return weight, torch.cat(
-        [m.bias if m.bias is not None else m.weight.new_zeros(len(m.weight)) for m in modules]
+        [m.bias if m.bias is not None else m.weight.new_zeros(len(m.weight)) for m in linears]
     )
 
 

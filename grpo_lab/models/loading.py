@@ -6,12 +6,16 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from grpo_lab.models.embedded import embedded_path
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 
 @dataclass
@@ -28,7 +32,7 @@ class Policy:
     def as_reference(self) -> Iterator[torch.nn.Module]:
         """The reference model: the base with the adapter off under LoRA, else the frozen copy."""
         if self.lora:
-            with self.model.disable_adapter():
+            with cast("PeftModel", self.model).disable_adapter():
                 yield self.model
         else:
             if self.reference is None:
@@ -63,7 +67,7 @@ def load_policy(
     path = resolve_model_path(model, task, digits)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        net = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     except (OSError, ValueError) as err:
         raise ValueError(f"could not load model {model!r} from {path!r}: {err}") from err
     if tokenizer.eos_token_id is None:
@@ -71,14 +75,18 @@ def load_policy(
     if tokenizer.pad_token_id is None:
         raise ValueError(f"tokenizer of {model!r} has no pad token; set one (e.g. tokenizer.pad_token = ...)")
     tokenizer.padding_side = "left"
-    net.to(device)
+    # transformers wraps Module.to with functools.wraps, which mypy does not bind as a method
+    base.to(device)  # type: ignore[arg-type]
+    net: PreTrainedModel | PeftModel = base
     reference = None
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules="all-linear"))
+        # peft annotates lora_alpha as int; the scaling lora_alpha / r takes a float as it is
+        config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules="all-linear")  # type: ignore[arg-type]
+        net = get_peft_model(base, config)
     elif need_reference:
-        reference = copy.deepcopy(net).eval().requires_grad_(False)
+        reference = copy.deepcopy(base).eval().requires_grad_(False)
     if activation_checkpointing:  # non-reentrant: a LoRA model's frozen inputs need nothing more
         net.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     net.train()

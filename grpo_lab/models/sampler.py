@@ -88,6 +88,7 @@ class TransformersDecoder:
         )
 
     def step(self, tok: Tensor, alive: Tensor, pos: Tensor) -> Tensor:
+        assert self.mask is not None  # prefill came first
         self.mask = torch.cat([self.mask, alive.to(self.mask.dtype)[:, None]], dim=1)  # (N, P+t+1)
         return self._logits(input_ids=tok[:, None], position_ids=pos)
 
