@@ -17,6 +17,7 @@ the fork server, which outlives this process while any of its children runs)."""
 
 import collections
 import contextlib
+import functools
 import multiprocessing
 import os
 import select
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -136,6 +138,7 @@ def _exit_with(pid: int) -> None:
 def _executor() -> ProcessPoolExecutor:
     """A single-worker executor on the fork server, preloaded with the trainer, where the platform
     has one (else spawn)."""
+    context: BaseContext
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["grpo_lab.trainer"])
@@ -202,9 +205,10 @@ def _on_ray(
     task = ray.remote(num_cpus=1, num_gpus=gpus)(attempt_single_thread)
     refs = {task.remote(c, root, callbacks_factory): c for c in configs}
     waiting = list(refs)
+    get: Callable[[ray.ObjectRef[Outcome]], Outcome] = ray.get  # the overload for one ref
     while waiting:
         (done,), waiting = ray.wait(waiting, num_returns=1)
-        yield _outcome(lambda ref=done: ray.get(ref), refs[done], root)
+        yield _outcome(functools.partial(get, done), refs[done], root)
 
 
 def _outcome(result: Callable[[], Outcome], config: Config, root: Path) -> Outcome:

@@ -36,6 +36,7 @@ class Outcome:
     key: str
     """the config's hash"""
     status: Literal["loaded", "trained", "failed"]
+    """'loaded' (found finished in the store), 'trained' (by this attempt) or 'failed' (error.json)"""
     error: str | None = None
     """'Type: message' of a failure"""
     seconds: float = 0.0
@@ -62,7 +63,9 @@ def run_key(config: Config) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
 
 
-def ensure(config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None) -> str:
+def ensure(
+    config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None
+) -> Literal["loaded", "trained"]:
     """'loaded' when a finished run of `config` is stored under `root`; otherwise train it there
     (after discarding a half-written directory) and return 'trained'. Training errors propagate."""
     from grpo_lab.trainer import train
