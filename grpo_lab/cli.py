@@ -138,8 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default=None, help="run directory (default runs/<preset>-seed<S>-<hash>)")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field (repeatable; list them with `grpo-lab fields`)")  # fmt: skip
+    t.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field (repeatable; list them with `grpo-lab fields`)",
+    )
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     t.set_defaults(fn=_train)
     fl = sub.add_parser("fields", help="list every config field with its type, default and doc, by section")
@@ -167,11 +172,19 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04], help="KL coefficients")
     b.add_argument("--completion-length", type=int, default=24)
     length = b.add_mutually_exclusive_group()
-    length.add_argument("--force-length", dest="force_length", action="store_true", default=None,
-                        help="suppress EOS: every completion has exactly --completion-length tokens (default "
-                        "for 4m)")  # fmt: skip
-    length.add_argument("--natural-length", dest="force_length", action="store_false",
-                        help="completions end at EOS (default for embedded and paths)")  # fmt: skip
+    length.add_argument(
+        "--force-length",
+        dest="force_length",
+        action="store_true",
+        default=None,
+        help="suppress EOS: every completion has exactly --completion-length tokens (default for 4m)",
+    )
+    length.add_argument(
+        "--natural-length",
+        dest="force_length",
+        action="store_false",
+        help="completions end at EOS (default for embedded and paths)",
+    )
     b.add_argument("--no-trl", action="store_true", help="leave TRL out even when it is installed")
     b.add_argument(
         "--pool-runs",

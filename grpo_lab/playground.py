@@ -282,8 +282,15 @@ class Playground:
         if changed:
             handles, labels = self.axes[0].get_legend_handles_labels()
             shown = slice(-MAX_LEGEND, None)  # the latest changes; older lines stay drawn
-            self.figure.legend(handles[shown], labels[shown], loc="outside lower center", ncols=2, fontsize=8,
-                               title="settings changed before", title_fontsize=8)  # fmt: skip
+            self.figure.legend(
+                handles[shown],
+                labels[shown],
+                loc="outside lower center",
+                ncols=2,
+                fontsize=8,
+                title="settings changed before",
+                title_fontsize=8,
+            )
         config = self.trainer.config
         self.figure.suptitle(
             f"playground: {config.preset} on {config.task}, one run (seed {config.seed})", fontsize=11

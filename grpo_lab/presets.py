@@ -62,7 +62,7 @@ PRESETS: dict[str, Preset] = {
             "kl_coef": 0.0,
             "kl_placement": "off",
         },
-    ),  # fmt: skip
+    ),
     "sapo": Preset(
         "SAPO (arXiv 2511.20347): a smooth sigmoid gate on the ratio instead of the hard clip.",
         {"surrogate": "sapo"},

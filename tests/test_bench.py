@@ -42,8 +42,15 @@ def test_bench_refuses_too_few_steps(tiny_model_path):
 def test_forced_length_is_the_same_work_everywhere(tiny_model_path):
     """With EOS suppressed every system samples exactly the completion length (TRL when installed)."""
     pytest.importorskip("trl", reason="trl is not installed (pip install 'grpo_lab[bench]')")
-    report = bench(model=tiny_model_path, steps=2, rounds=1, warmup=0, betas=(0.04,), force_length=True,
-                   completion_length=5)  # fmt: skip
+    report = bench(
+        model=tiny_model_path,
+        steps=2,
+        rounds=1,
+        warmup=0,
+        betas=(0.04,),
+        force_length=True,
+        completion_length=5,
+    )
     row = report["rows"][0]
     assert report["trl"]
     assert row["grpo_lab_mean_length"] == row["trl_mean_length"] == row["bare_mean_length"] == 5
@@ -52,8 +59,18 @@ def test_forced_length_is_the_same_work_everywhere(tiny_model_path):
 
 
 def test_pool_figures(tiny_model_path):
-    report = bench(model=tiny_model_path, steps=2, rounds=1, warmup=0, betas=(0.0,), trl=False,
-                   completion_length=4, pool_runs=2, pool_steps=2, pool_model=tiny_model_path)  # fmt: skip
+    report = bench(
+        model=tiny_model_path,
+        steps=2,
+        rounds=1,
+        warmup=0,
+        betas=(0.0,),
+        trl=False,
+        completion_length=4,
+        pool_runs=2,
+        pool_steps=2,
+        pool_model=tiny_model_path,
+    )
     pool = report["pool"]
     assert pool["model"] == tiny_model_path and pool["runs"] == 2
     assert pool["one_worker_s"] > 0 and pool["pool_s"] > 0 and pool["pool_warm_s"] > 0
@@ -69,8 +86,21 @@ def test_step_seconds_leaves_out_the_warmup():
 
 def test_gpu_check_smoke_on_cpu(tiny_model_path, tmp_path, monkeypatch, capsys):
     out = tmp_path / "gpu.json"
-    argv = ["gpu_check.py", "--device", "cpu", "--skip-embedded", "--model-path", tiny_model_path, "--steps",
-            "2", "--completion-length", "4", "--activation-checkpointing", "--json", str(out)]  # fmt: skip
+    argv = [
+        "gpu_check.py",
+        "--device",
+        "cpu",
+        "--skip-embedded",
+        "--model-path",
+        tiny_model_path,
+        "--steps",
+        "2",
+        "--completion-length",
+        "4",
+        "--activation-checkpointing",
+        "--json",
+        str(out),
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path("benchmarks/gpu_check.py", run_name="__main__")
     (result,) = json.loads(out.read_text())["results"]

@@ -34,9 +34,8 @@ def test_preset_grid_keeps_the_base_changes():
         "dapo, learning_rate=0.001",
     ]
     dapo = points[2].config
-    assert (dapo.preset, dapo.eps_high, dapo.steps, dapo.model, dapo.learning_rate) == (
-        "dapo", 0.28, 7, "some/model", 1e-4
-    )  # fmt: skip
+    fields = (dapo.preset, dapo.eps_high, dapo.steps, dapo.model, dapo.learning_rate)
+    assert fields == ("dapo", 0.28, 7, "some/model", 1e-4)
     assert dapo.kl_coef == 0.1  # the base's own change wins over the preset's
     assert points[2].columns == {"preset": "dapo", "learning_rate": 1e-4}
     assert [p.label for p in grid_points(base, {})] == ["grpo"]

@@ -35,8 +35,12 @@ def executed_notebook(
     display.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": shown}, execution_count=3)]
     nb.cells = [params, injected_cell, display]
     end = start + datetime.timedelta(seconds=seconds)
-    nb.metadata["papermill"] = {"parameters": injected, "start_time": start.isoformat(),
-                                "end_time": end.isoformat(), "exception": None}  # fmt: skip
+    nb.metadata["papermill"] = {
+        "parameters": injected,
+        "start_time": start.isoformat(),
+        "end_time": end.isoformat(),
+        "exception": None,
+    }
     nb.metadata["grpo_lab"] = {"commit": commit}
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
@@ -54,8 +58,14 @@ def fake_project(root: Path) -> None:
     executed = root / "notebooks" / "executed"
     executed_notebook(executed / "06_sensitivity.ipynb", T0, 120, {"profile": "full"}, "abc123")
     two = "{'training': " + PROFILE + ", 'cost': " + PROFILE.replace("steps=75", "steps=6") + "}"
-    executed_notebook(executed / "07_kl.ipynb", T0 + datetime.timedelta(minutes=5), 60,
-                      {"profile": "full", "seeds": [0, 1]}, "abc123+dirty", shown=two)  # fmt: skip
+    executed_notebook(
+        executed / "07_kl.ipynb",
+        T0 + datetime.timedelta(minutes=5),
+        60,
+        {"profile": "full", "seeds": [0, 1]},
+        "abc123+dirty",
+        shown=two,
+    )
     figure(root, "06_sensitivity.png", T0 + datetime.timedelta(seconds=100))
     figure(root, "07_kl_tokens.png", T0 + datetime.timedelta(minutes=5, seconds=30))
     figure(root, "07_kl_gradients.png", T0 + datetime.timedelta(minutes=5, seconds=59))

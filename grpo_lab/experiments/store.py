@@ -83,11 +83,14 @@ def write_error(path: Path, error: BaseException) -> str:
     """Record a failed run in `path`/error.json; return its one-line description."""
     message = f"{type(error).__name__}: {error}"
     path.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path / ERROR, {
-        "type": type(error).__name__,
-        "message": str(error),
-        "traceback": "".join(traceback.format_exception(error)),
-    })  # fmt: skip
+    write_json_atomic(
+        path / ERROR,
+        {
+            "type": type(error).__name__,
+            "message": str(error),
+            "traceback": "".join(traceback.format_exception(error)),
+        },
+    )
     return message
 
 

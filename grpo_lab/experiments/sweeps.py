@@ -95,10 +95,16 @@ def collect(
         path = run_dir(config, root)
         outcome = outcomes[config.key()]
         ids = {"label": point.label, **point.columns, "seed": config.seed, "key": config.key()}
-        rows.append({
-            **ids, "status": outcome.status, "error": outcome.error, "seconds": outcome.seconds,
-            "path": str(path), **(read_summary(path) or {}),
-        })  # fmt: skip
+        rows.append(
+            {
+                **ids,
+                "status": outcome.status,
+                "error": outcome.error,
+                "seconds": outcome.seconds,
+                "path": str(path),
+                **(read_summary(path) or {}),
+            }
+        )
         if outcome.status != "failed":
             frames.append(_with_ids(read_metrics(path), ids))
     empty = pd.DataFrame(columns=["label", *runs[0][0].columns, "seed", "key", "step"])

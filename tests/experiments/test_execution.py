@@ -68,9 +68,13 @@ def test_two_sweeps_in_a_script_on_a_cold_cache_build_once_use_the_pool_and_stay
     (tmp_path / "script.py").write_text(TWO_SWEEPS)
     env = {**os.environ, "GRPO_LAB_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "script.py", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [sys.executable, "script.py", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=600,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     report = json.loads((tmp_path / "report.json").read_text())

@@ -1,6 +1,8 @@
 """The lean path computes the transformers model's function: logits at every decode position and
 of the teacher-forced forward, gradients, samples drawn with a fixed generator, LoRA and GQA included."""
 
+import dataclasses
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -33,10 +35,18 @@ def qwen2_gqa():
     tok = build_char_tokenizer()
     torch.manual_seed(1)
     cfg = Qwen2Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id, bos_token_id=None, tie_word_embeddings=False,
-    )  # fmt: skip
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+    )
     model = Qwen2ForCausalLM(cfg).eval()
     perturb(model, "bias", scale=0.2)
     return model, tok
@@ -47,8 +57,9 @@ def net(request, tiny_model_path):
     """(model, tokenizer) in eval mode: the tiny Llama, the same under a perturbed LoRA adapter, a Qwen2."""
     if request.param == "qwen2-gqa":
         return qwen2_gqa()
-    policy = load_policy(tiny_model_path, "arith", None, CPU, lora=request.param == "llama-lora",
-                         need_reference=False)  # fmt: skip
+    policy = load_policy(
+        tiny_model_path, "arith", None, CPU, lora=request.param == "llama-lora", need_reference=False
+    )
     if policy.lora:
         perturb(policy.model, "lora_B")
     return policy.model.eval(), policy.tokenizer
@@ -56,6 +67,24 @@ def net(request, tiny_model_path):
 
 def prompts(tok):
     return encode_prompts(tok, PROMPTS, CPU)
+
+
+def draw(model, tok, path, *, seed, group_size=G, max_new_tokens=T_MAX, temperature=1.0, **options):
+    """`sample` on PROMPTS through forward `path`, with a generator seeded `seed`."""
+    ids, mask = prompts(tok)
+    return sample(
+        model,
+        ids,
+        mask,
+        group_size=group_size,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        eos_id=tok.eos_token_id,
+        pad_id=tok.pad_token_id,
+        generator=torch.Generator().manual_seed(seed),
+        path=path,
+        **options,
+    )
 
 
 def test_every_architecture_here_is_supported(net):
@@ -92,23 +121,10 @@ def test_decode_logits_match_at_every_position(net):
 @pytest.mark.parametrize("temperature", [1.0, 0.7, "per-row"])
 def test_same_tokens_as_the_transformers_path(net, temperature):
     model, tok = net
-    ids, mask = prompts(tok)
     if temperature == "per-row":
         temperature = torch.linspace(0.5, 1.5, len(PROMPTS) * G)
     rollouts = {
-        path: sample(
-            model,
-            ids,
-            mask,
-            G,
-            T_MAX,
-            temperature,
-            tok.eos_token_id,
-            tok.pad_token_id,
-            torch.Generator().manual_seed(3),
-            path=path,
-        )  # fmt: skip
-        for path in ("lean", "transformers")
+        path: draw(model, tok, path, seed=3, temperature=temperature) for path in ("lean", "transformers")
     }
     lean, ref = rollouts["lean"], rollouts["transformers"]
     assert torch.equal(lean.completion_ids, ref.completion_ids)
@@ -120,15 +136,13 @@ def test_same_tokens_as_the_transformers_path(net, temperature):
 
 def test_same_greedy_and_forced_length_as_the_transformers_path(net):
     model, tok = net
-    ids, mask = prompts(tok)
     forced = torch.zeros(len(PROMPTS) * 2, dtype=torch.bool)
     forced[1::2] = True
     for greedy, suppress in ((True, None), (False, forced)):
         lean, ref = (
-            sample(model, ids, mask, 2, T_MAX, 1.0, tok.eos_token_id, tok.pad_token_id,
-                   torch.Generator().manual_seed(5), greedy=greedy, suppress_eos=suppress, path=path)
+            draw(model, tok, path, seed=5, group_size=2, greedy=greedy, suppress_eos=suppress)
             for path in ("lean", "transformers")
-        )  # fmt: skip
+        )
         assert torch.equal(lean.completion_ids, ref.completion_ids)
         assert torch.equal(lean.truncated, ref.truncated)
         if suppress is not None:
@@ -137,9 +151,7 @@ def test_same_greedy_and_forced_length_as_the_transformers_path(net):
 
 def rollout_with_ends(model, tok, seed=0):
     """A sampled rollout whose completions end at different lengths (some before the last column)."""
-    ids, mask = prompts(tok)
-    r = sample(model, ids, mask, G, T_MAX, 1.0, tok.eos_token_id, tok.pad_token_id,
-               torch.Generator().manual_seed(seed), path="transformers")  # fmt: skip
+    r = draw(model, tok, "transformers", seed=seed)
     ended = r.completion_mask[:, -1] == 0
     if not ended.any():  # a random tiny model rarely samples EOS: end some rows by hand
         cut = torch.arange(len(r.truncated)) % 3 == 0
@@ -183,13 +195,18 @@ def test_shared_prompt_forward_on_mixed_rows_and_single_tokens(net):
     r = rollout_with_ends(model, tok, seed=1)
     rows = torch.randperm(len(r.truncated), generator=torch.Generator().manual_seed(0))[:7]
     sub = r.select(rows)
+    one_token = dataclasses.replace(
+        sub,
+        completion_ids=sub.completion_ids[:, :1],
+        completion_mask=sub.completion_mask[:, :1],
+        sampler_logp=sub.sampler_logp[:, :1],
+    )
     with torch.no_grad():
-        for part in (sub, Rollout(*(x[:, :1] if x.dim() == 2 and i >= 2 else x for i, x in enumerate(
-            (sub.prompt_ids, sub.prompt_mask, sub.completion_ids, sub.completion_mask, sub.sampler_logp,
-             sub.truncated))))):  # fmt: skip
+        for part in (sub, one_token):
             valid = part.completion_mask.bool()
-            lean = shared_prompt_logits(model, part.prompt_ids, part.prompt_mask, part.completion_ids,
-                                        part.completion_mask)  # fmt: skip
+            lean = shared_prompt_logits(
+                model, part.prompt_ids, part.prompt_mask, part.completion_ids, part.completion_mask
+            )
             ref = completion_logits(model, part, 1.0, path="transformers")
             assert lean.shape == ref.shape
             torch.testing.assert_close(lean[valid], ref[valid], **TOL)
@@ -255,9 +272,18 @@ def test_lora_reference_runs_with_the_adapter_off(tiny_model_path):
 
 def unsupported_models():
     tok = build_char_tokenizer()
-    base = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)  # fmt: skip
+    base = dict(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+    )
     dynamic = LlamaConfig(**base, rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4})
     sliding = Qwen2Config(**base, use_sliding_window=True, sliding_window=4, max_window_layers=0)
 
@@ -273,7 +299,6 @@ def unsupported_models():
 
 def test_unsupported_models_fall_back_or_refuse():
     models, tok = unsupported_models()
-    ids, mask = prompts(tok)
     for reason, model in models.items():
         model.eval()
         assert reason in unsupported_reason(model)
@@ -281,10 +306,8 @@ def test_unsupported_models_fall_back_or_refuse():
         with pytest.raises(ValueError, match="lean path does not support"):
             use_lean(model, "lean")
         auto, ref = (
-            sample(model, ids, mask, 2, 4, 1.0, tok.eos_token_id, tok.pad_token_id,
-                   torch.Generator().manual_seed(0), path=path)
-            for path in (None, "transformers")
-        )  # fmt: skip
+            draw(model, tok, path, seed=0, group_size=2, max_new_tokens=4) for path in (None, "transformers")
+        )
         assert torch.equal(auto.completion_ids, ref.completion_ids)
 
 
@@ -305,13 +328,8 @@ def test_low_precision_agrees_to_bf16_tolerance(tiny_model_path, precision):
     model, tok = policy.model.eval(), policy.tokenizer
     if precision == "bf16-weights":
         model = model.to(torch.bfloat16)
-    ids, mask = prompts(tok)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-autocast"):
-        lean, ref = (
-            sample(model, ids, mask, G, T_MAX, 1.0, tok.eos_token_id, tok.pad_token_id,
-                   torch.Generator().manual_seed(0), path=path)
-            for path in ("lean", "transformers")
-        )  # fmt: skip
+        lean, ref = (draw(model, tok, path, seed=0) for path in ("lean", "transformers"))
         valid = ref.completion_mask.bool()
         forward = (
             completion_logits(model, ref, 1.0, path="lean"),
