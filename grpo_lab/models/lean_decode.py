@@ -213,9 +213,8 @@ def _rms_norm(x: Tensor, norm: _RMSNorm) -> Tensor:
 def _attention(q: Tensor, keys: Tensor, values: Tensor, attend: Tensor, scale: float) -> Tensor:
     """Softmax attention of q (N, hq, S, D) over keys, values (N, hk, K, D) where attend (N, 1, S, K)
     is True: (N, S, hq x D). A query head group shares its key head, as in the model (no copies).
-    On CPU without a gradient, plain matmuls; with a gradient, or on GPU, the fused kernel (faster
-    there). On CPU the two were within 4% of each other inside sampling and the reference forward on
-    torch 2.13 (16 heads of 8 and of 16 dims; each faster in some of the six cases measured)."""
+    On CPU without a gradient, plain matmuls (there they cost about what the fused kernel does); with a
+    gradient, or on GPU, the fused kernel, which is faster there."""
     n, hq, s, d = q.shape
     hk = keys.shape[1]
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or keys.requires_grad or values.requires_grad)
