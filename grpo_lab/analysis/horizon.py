@@ -11,11 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from grpo_lab.analysis.stats import mean_interval
-
-
-def _keys(by: str | Sequence[str] | None) -> list[str]:
-    return [by] if isinstance(by, str) else list(by or [])
+from grpo_lab.analysis.stats import _keys, mean_interval
 
 
 def _runs(
@@ -145,15 +141,15 @@ def rank_correlation(
     centred on their group means, so rho measures whether runs that do better than their own
     configuration's average early also end better: the part of the prediction the configuration
     does not explain. Resampling and shuffling then stay within groups. NaN with fewer than 3 runs."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"x and y must be 1-D of the same length, got shapes {x.shape} and {y.shape}")
-    labels = np.zeros(len(x), dtype=int) if groups is None else pd.factorize(pd.Series(list(groups)))[0]
-    if len(labels) != len(x):
-        raise ValueError(f"groups has {len(labels)} entries for {len(x)} runs")
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y, labels = x[keep], y[keep], labels[keep]
-    n = len(x)
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.shape != ys.shape or xs.ndim != 1:
+        raise ValueError(f"x and y must be 1-D of the same length, got shapes {xs.shape} and {ys.shape}")
+    labels = np.zeros(len(xs), dtype=int) if groups is None else pd.factorize(pd.Series(list(groups)))[0]
+    if len(labels) != len(xs):
+        raise ValueError(f"groups has {len(labels)} entries for {len(xs)} runs")
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys, labels = xs[keep], ys[keep], labels[keep]
+    n = len(xs)
     if n < 3:
         return Correlation(np.nan, np.nan, np.nan, np.nan, n)
     n_groups = int(labels.max()) + 1
@@ -161,7 +157,7 @@ def rank_correlation(
 
     def rho_of(index: np.ndarray, shuffled: np.ndarray) -> np.ndarray:
         codes = labels[index]
-        return _spearman_rows(_centred(x[index], codes, n_groups), _centred(y[shuffled], codes, n_groups))
+        return _spearman_rows(_centred(xs[index], codes, n_groups), _centred(ys[shuffled], codes, n_groups))
 
     rng = np.random.default_rng(seed)
     identity = np.arange(n)[None, :]
