@@ -41,6 +41,7 @@ from grpo_lab.models.loading import Policy, load_policy
 from grpo_lab.models.logprobs import completion_logits
 from grpo_lab.models.sampler import Rollout, sample
 from grpo_lab.objective import kl_estimate
+from grpo_lab.objective.advantages import reward_to_go
 from grpo_lab.runlog import read_config
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
@@ -181,13 +182,6 @@ def _sample(policy: Policy, task: Task, config: Config, batch: int) -> Rollout:
     return rollout
 
 
-def reward_to_go(x: Tensor, mask: Tensor, include_current: bool = True) -> Tensor:
-    """Sum over the valid tokens at or after (or strictly after) each position: (N, T)."""
-    x = x * mask  # (N, T)
-    to_go = x.flip(-1).cumsum(-1).flip(-1)  # (N, T)
-    return to_go if include_current else to_go - x
-
-
 def token_terms(logits: Tensor, ref_logits: Tensor, tokens: Tensor) -> dict[str, Tensor]:
     """Per position (N, T): log-probs of the sampled tokens under the policy and the reference, and
     the exact reverse KL(pi || pi_ref) and forward KL(pi_ref || pi) of the next-token distributions."""
@@ -222,7 +216,9 @@ def kl_objectives(terms: dict[str, Tensor], mask: Tensor) -> dict[str, Tensor]:
         "k3 in loss": per_completion(est["k3"]),
         "k1 in reward": per_completion(logp * reward_to_go(est["k1"].detach(), mask)),
         "k3 in reward": per_completion(logp * reward_to_go(est["k3"].detach(), mask)),
-        "reverse KL, sequence": per_completion(reverse + logp * reward_to_go(reverse.detach(), mask, False)),
+        "reverse KL, sequence": per_completion(
+            reverse + logp * reward_to_go(reverse.detach(), mask, include_current=False)
+        ),
         "reverse KL, token-local": per_completion(reverse),
         "forward KL, token-local": per_completion(terms["forward"]),
     }
