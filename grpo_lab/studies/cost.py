@@ -32,6 +32,7 @@ from grpo_lab.experiments.store import ensure, run_dir
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
 from grpo_lab.studies.base import base as study_base
+from grpo_lab.threads import torch_threads
 from grpo_lab.trainer import train
 
 FULL_STEPS = 6
@@ -113,9 +114,7 @@ def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> 
     root = Path(root).resolve()
     runs = [p.config.replace(seed=s) for s in seeds for p in design]
     pending = [c for c in runs if not is_finished(run_dir(c, root))]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in a pool worker; not Config.torch_threads, which changes the run's key
-    try:
+    with torch_threads(1):  # as in a pool worker; not Config.torch_threads, which changes the run's key
         if pending:  # the first run of a process also pays for lazy loading: do it once, unrecorded
             train(pending[0].replace(steps=2, eval_every=2), out=None)
         for config in pending:
@@ -123,8 +122,6 @@ def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> 
                 resting = reset_peak_memory()
                 ensure(config, root)
                 write_json_atomic(run_dir(config, root) / RESTING_FILE, {"resting_mb": resting})
-    finally:
-        torch.set_num_threads(threads)
     frames = []
     for seed in seeds:
         for point in design:
