@@ -312,7 +312,7 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
         mine = scores[scores["claim"] == claim.name]
         means = mine.groupby("arm")["score"].mean()
         paired_effect = effect(claim, mine)
-        rows.append({
+        row = {
             "claim": claim.name,
             "statement": claim.statement,
             "source": claim.source,
@@ -328,7 +328,8 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
             "n": paired_effect["n"],
             "mde": paired_effect["mde"],
             "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region),
-        })  # fmt: skip
+        }
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -80,10 +80,8 @@ def versus_reference(
         row = {by: key, "n": int(np.isfinite(values[key]).sum())}
         if runs is not None:
             row["failed"] = int(failed.get(key, 0))
-        row.update({
-            "mean": mean, "lo": lo, "hi": hi, "outside_reference": bool(mean < ref_lo or mean > ref_hi),
-            "diff": diff, "diff_lo": diff_lo, "diff_hi": diff_hi, "p": p,
-            "verdict": "reference" if key == reference else verdict(row["n"], diff_lo, diff_hi),
-        })  # fmt: skip
+        row.update(mean=mean, lo=lo, hi=hi, outside_reference=bool(mean < ref_lo or mean > ref_hi))
+        row.update(diff=diff, diff_lo=diff_lo, diff_hi=diff_hi, p=p)
+        row["verdict"] = "reference" if key == reference else verdict(row["n"], diff_lo, diff_hi)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -58,8 +58,8 @@ def early_and_final(
     rows = []
     for ids, run in _runs(df, early, by):
         cutoff = early_frac * (run["step"].max() + 1)
-        rows.append({**ids, "early": float(run.loc[run["step"] < cutoff, early].mean()),
-                     "final": finals.get(tuple(ids.values()), np.nan)})  # fmt: skip
+        early_mean = float(run.loc[run["step"] < cutoff, early].mean())
+        rows.append({**ids, "early": early_mean, "final": finals.get(tuple(ids.values()), np.nan)})
     return pd.DataFrame(rows)
 
 
@@ -73,8 +73,8 @@ def peak_and_drop(
     for ids, run in _runs(df, metric, by):
         values = run[metric].to_numpy(dtype=float)
         best = int(np.argmax(values))
-        rows.append({**ids, "best": float(values[best]), "best_step": int(run["step"].iloc[best]),
-                     "final": float(values[-1]), "drop": float(values[best] - values[-1])})  # fmt: skip
+        peak = {"best": float(values[best]), "best_step": int(run["step"].iloc[best])}
+        rows.append({**ids, **peak, "final": float(values[-1]), "drop": float(values[best] - values[-1])})
     return pd.DataFrame(rows)
 
 

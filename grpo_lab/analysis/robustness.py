@@ -63,8 +63,8 @@ def robustness_table(
             steps += [(level, runs[runs["level"] == str(level)]) for level in levels]
             for level, group in steps:
                 mean, lo, hi = mean_interval(group[metric].to_numpy(dtype=float), confidence)
-                rows.append({"fault": name, scheme: scheme_name, "level": level, "n": len(group),
-                             "mean": mean, "lo": lo, "hi": hi})  # fmt: skip
+                ids = {"fault": name, scheme: scheme_name, "level": level}
+                rows.append({**ids, "n": len(group), "mean": mean, "lo": lo, "hi": hi})
     return pd.DataFrame(rows)
 
 
@@ -84,11 +84,10 @@ def degradation(
             raise ValueError(f"scheme {name!r} has no clean run to compare its faulty runs with")
         for condition, group in runs[runs["fault"] != CLEAN].groupby("condition", sort=False):
             result = paired(group.set_index("seed")[metric], clean)
-            rows.append({
-                scheme: name, "condition": condition, "n": result.n, "diff": result.effect,
-                "lo": result.low, "hi": result.high, "mde": result.mde, "verdict": result.verdict(margin),
-                "summary": f"{result.effect:+.3f} [{result.low:+.3f}, {result.high:+.3f}]",
-            })  # fmt: skip
+            interval = {"diff": result.effect, "lo": result.low, "hi": result.high, "mde": result.mde}
+            summary = f"{result.effect:+.3f} [{result.low:+.3f}, {result.high:+.3f}]"
+            ids = {scheme: name, "condition": condition, "n": result.n}
+            rows.append({**ids, **interval, "verdict": result.verdict(margin), "summary": summary})
     return pd.DataFrame(rows)
 
 

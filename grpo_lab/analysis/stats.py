@@ -50,8 +50,8 @@ def curve(
     rows = []
     for key, group in data.groupby([*keys, "step"]):
         mean, lo, hi = mean_interval(group[metric].to_numpy(), confidence)
-        rows.append({**dict(zip([*keys, "step"], key if isinstance(key, tuple) else (key,))),
-                     "mean": mean, "lo": lo, "hi": hi, "n": len(group)})  # fmt: skip
+        ids = dict(zip([*keys, "step"], key if isinstance(key, tuple) else (key,)))
+        rows.append({**ids, "mean": mean, "lo": lo, "hi": hi, "n": len(group)})
     return pd.DataFrame(rows)
 
 

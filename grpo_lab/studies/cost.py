@@ -39,9 +39,23 @@ FULL_STEPS = 6
 """steps per cost run under the full profile (the first is dropped: five timed steps per round)"""
 BASELINE = "grpo"
 SCHEMES = (
-    "grpo", "bnpo", "dr_grpo", "dapo", "lite_ppo", "gspo", "gspo_token", "cispo", "sapo", "gmpo", "gpg",
-    "rloo", "reinforce_pp", "scheme_a", "scheme_b", "scheme_c",
-)  # fmt: skip
+    "grpo",
+    "bnpo",
+    "dr_grpo",
+    "dapo",
+    "lite_ppo",
+    "gspo",
+    "gspo_token",
+    "cispo",
+    "sapo",
+    "gmpo",
+    "gpg",
+    "rloo",
+    "reinforce_pp",
+    "scheme_a",
+    "scheme_b",
+    "scheme_c",
+)
 """the named methods (presets) whose cost is measured"""
 SMOKE_SCHEMES = ("grpo", "dr_grpo")
 SMOKE_TRICKS = ("learnable_temperature", "temperature_noise")
@@ -229,8 +243,8 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     y = np.arange(n)
     colors = ["tab:blue" if k == "scheme" else "tab:orange" for k in cells["kind"]]
     s = steps.loc[labels]
-    left.errorbar(s["multiple"], y, xerr=[s["multiple"] - s["lo"], s["hi"] - s["multiple"]], fmt="none",
-                  ecolor="0.4", lw=1, capsize=2)  # fmt: skip
+    bars = [s["multiple"] - s["lo"], s["hi"] - s["multiple"]]
+    left.errorbar(s["multiple"], y, xerr=bars, fmt="none", ecolor="0.4", lw=1, capsize=2)
     left.scatter(s["multiple"], y, c=colors, zorder=3, s=22)
     left.axvline(1.0, color="0.3", ls="--", lw=1)
     left.set_xscale("log", base=2)
