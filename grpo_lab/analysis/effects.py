@@ -1,7 +1,8 @@
 """The effect of a change against a reference configuration, from each run's final value: the
-seed document's ablation reading [D1 sec. 6.2] ("switch off the KL term, switch off clipping, move
-the KL: observe the direction of the statistics") and the "all on, then remove one at a time" search
-for the trick that breaks training [D2 sec. 5]. Reads run scores only."""
+ablation reading of Evaluation guide §6.2 Ablations ("switch off the KL term, switch off clipping,
+move the KL: observe the direction of the statistics") and the "all on, then remove one at a time"
+search for the trick that breaks training of Tricks review §5 Lessons (both in docs/sources.md).
+Reads run scores only."""
 
 from typing import Any
 

@@ -1,8 +1,8 @@
-"""Long-horizon readings of run logs, for the seed document's advice to "train long enough to cover
-the stage where policy entropy falls clearly, and not judge schemes by early reward alone"
-[D1 sec. 6.5, 10]: how far entropy fell, where validation peaked and how much it lost after, and
-whether a run's early reward predicts its final outcome (a rank correlation across runs with a
-permutation p-value and a bootstrap interval)."""
+"""Long-horizon readings of run logs, for the advice to "train long enough to cover the stage where
+policy entropy falls clearly, and not judge schemes by early reward alone" (docs/sources.md,
+Evaluation guide §6.5 Long horizon and §10 Advice): how far entropy fell, where validation peaked
+and how much it lost after, and whether a run's early reward predicts its final outcome (a rank
+correlation across runs with a permutation p-value and a bootstrap interval)."""
 
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple

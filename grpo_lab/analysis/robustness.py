@@ -1,6 +1,6 @@
 """Robustness to injected faults and the diagnostics each condition sets off, read from run logs:
-the seed document's fault-injection step [D1 sec. 6.4] ("construct reward noise, extreme long
-answers, repeated samples, and check each scheme's fault tolerance").
+the fault-injection step of Evaluation guide §6.4 Fault injection (docs/sources.md: "construct reward
+noise, extreme long answers, repeated samples, and check each scheme's fault tolerance").
 
 - `robustness_table`: the outcome of each scheme against each fault's level, the clean runs at level
   0 of every fault, for robustness curves (`plots.robustness`);
@@ -25,8 +25,8 @@ CLEAN = "none"
 CLEAN_CONDITION = "clean"
 """the `condition` of a scheme's run without any fault"""
 MARGIN = 0.05
-"""the change of final validation accuracy a study is sized to detect (the issue's target MDE): a
-verdict of 'no difference > margin' rules out a change larger than this"""
+"""the change of final validation accuracy a study is sized to detect (its target minimum detectable
+effect): a verdict of 'no difference > margin' rules out a change larger than this"""
 RUN_FAILED = "run_failed"
 """the rule name `run_findings` gives a run that stopped with an error (its error.json)"""
 

@@ -1,5 +1,5 @@
-"""Cost of each scheme and training trick as multiples of the baseline GRPO step: the first seed
-document's cost structure (成本结构: sampling, forward and backward compute, memory), "recorded as
+"""Cost of each scheme and training trick as multiples of the baseline GRPO step: Evaluation guide
+§4.7 Cost structure (docs/sources.md: sampling, forward and backward compute, memory), "recorded as
 relative multiples from controlled runs, never invented".
 
 Timing in a process pool is noisy (two runs share the cores), so cost runs are trained here, one

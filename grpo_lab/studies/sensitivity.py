@@ -1,8 +1,8 @@
-"""Sensitivity of GRPO to its main knobs, the first seed document's 调参敏感度: "cover the learning
-rate, clip threshold, KL coefficient and group size; is the outcome smooth around the default, or is
-there a steep failure boundary?" Each knob is scanned alone around the study base
-(`grpo_lab.studies.base`) on short runs; the outcome against the value is read with
-`stats.sensitivity_table` and its cliffs with `stats.cliffs`.
+"""Sensitivity of GRPO to its main knobs, as Evaluation guide §4.6 Tuning sensitivity asks
+(docs/sources.md): "cover the learning rate, clip threshold, KL coefficient and group size; is the
+outcome smooth around the default, or is there a steep failure boundary?" Each knob is scanned
+alone around the study base (`grpo_lab.studies.base`) on short runs; the outcome against the value
+is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
 
 The short-run profile defined here is shared with the claims study (09), so both reuse the same runs."""
 
