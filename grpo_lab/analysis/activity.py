@@ -1,9 +1,9 @@
 """How much each compared mechanism acted in a run, from its run log alone: an arm whose mechanism
 never acts (a clip range that never binds, a controller that never moves, a length trick on answers
-too short to reshape) cannot be compared, it can only reproduce its reference (`docs/sources.md`,
-"no inert arm"). Every scheme and trick of the studies has one measure here, named by its preset or
-`presets.TRICKS` entry; `activity(name, metrics, config)` computes it and `ACTIVITY[name].what`
-says what it counts. Reads logged metrics only."""
+too short to reshape) cannot be compared, it can only reproduce its reference. Every scheme and
+trick of the studies has one measure here, named by its preset or `presets.TRICKS` entry;
+`activity(name, metrics, config)` computes it and `ACTIVITY[name].what` says what it counts. Reads
+logged metrics only."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -1,17 +1,18 @@
 """Claims as pre-declared tests, read from run logs: a claim names the configurations to compare, a
 per-run metric, how the effect is measured and the range of effects it asserts; the catalogue of the
-seed documents' claims and the runs they need are the claims study's (`grpo_lab.studies.claims`).
+claims of the Evaluation guide and the Tricks review (docs/sources.md) and the runs they need are the
+claims study's (`grpo_lab.studies.claims`).
 
 Decision rule (one for every claim): the arms of a claim share their seeds (the same prompts and
-sampling streams), so the effect is estimated on per-seed pairs (`power.paired`, docs/sources.md,
-"Deciding with few runs"): a 'difference' is the mean of the per-seed differences; a 'relative'
-effect is the per-seed log-ratio log(treatment / control), whose mean and t-interval are mapped back
-by exp(x) - 1 (a geometric-mean relative change, symmetric on the log scale where ratios are); a
-'value' is the treatment's own per-seed score. Each effect has its 95% t-interval and its minimum
-detectable effect (MDE, 80% power at the 5% level, in the effect's own units). The interval is
-compared with the claimed region, an open interval of effects: *supported* when it lies inside,
-*not supported* when they do not overlap, *inconclusive* otherwise; the MDE says whether more seeds
-could settle it. Nothing here is written by hand.
+sampling streams), so the effect is estimated on per-seed pairs (`power.paired`): a 'difference' is
+the mean of the per-seed differences; a 'relative' effect is the per-seed log-ratio
+log(treatment / control), whose mean and t-interval are mapped back by exp(x) - 1 (a geometric-mean
+relative change, symmetric on the log scale where ratios are); a 'value' is the treatment's own
+per-seed score. Each effect has its 95% t-interval and its minimum detectable effect (MDE, 80% power
+at the 5% level, in the effect's own units). The interval is compared with the claimed region, an
+open interval of effects: *supported* when it lies inside, *not supported* when they do not overlap,
+*inconclusive* otherwise; the MDE says whether more seeds could settle it. Nothing here is written
+by hand.
 """
 
 import math
@@ -149,7 +150,8 @@ def final_kl(run: pd.DataFrame) -> float:
 @RUN_METRICS.register("kl_volatility")
 def kl_volatility(run: pd.DataFrame) -> float:
     """KL volatility: the standard deviation of the step-to-step changes of the exact per-token KL
-    to the reference (`stats.volatility`), the first seed document's "KL 散度的波动幅度"."""
+    to the reference (`stats.volatility`), the KL fluctuation of Evaluation guide §4.2 Training
+    stability."""
     return volatility(_training(run, "kl/exact").to_numpy())
 
 
@@ -312,7 +314,7 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
         mine = scores[scores["claim"] == claim.name]
         means = mine.groupby("arm")["score"].mean()
         paired_effect = effect(claim, mine)
-        rows.append({
+        row = {
             "claim": claim.name,
             "statement": claim.statement,
             "source": claim.source,
@@ -328,7 +330,8 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
             "n": paired_effect["n"],
             "mde": paired_effect["mde"],
             "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region),
-        })  # fmt: skip
+        }
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -382,8 +385,9 @@ def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.
         ax.axis("off")
     n = int(table["n"].max()) if len(table) else 0
     fig.suptitle(
-        f"claims of the seed documents: paired effect and 95% t-interval over up to {n} seeds; "
-        "green band: the claimed effects; MDE: minimum detectable effect (80% power, 5% level)",
+        "claims of the Evaluation guide and the Tricks review: paired effect and 95% t-interval over "
+        f"up to {n} seeds; green band: the claimed effects; MDE: minimum detectable effect (80% power, "
+        "5% level)",
         fontsize=10,
     )
     fig.tight_layout()

@@ -1,7 +1,8 @@
 """The effect of a change against a reference configuration, from each run's final value: the
-seed document's ablation reading [D1 sec. 6.2] ("switch off the KL term, switch off clipping, move
-the KL: observe the direction of the statistics") and the "all on, then remove one at a time" search
-for the trick that breaks training [D2 sec. 5]. Reads run scores only."""
+ablation reading of Evaluation guide §6.2 Ablations ("switch off the KL term, switch off clipping,
+move the KL: observe the direction of the statistics") and the "all on, then remove one at a time"
+search for the trick that breaks training of Tricks review §5 Lessons (both in docs/sources.md).
+Reads run scores only."""
 
 from typing import Any
 
@@ -80,10 +81,8 @@ def versus_reference(
         row = {by: key, "n": int(np.isfinite(values[key]).sum())}
         if runs is not None:
             row["failed"] = int(failed.get(key, 0))
-        row.update({
-            "mean": mean, "lo": lo, "hi": hi, "outside_reference": bool(mean < ref_lo or mean > ref_hi),
-            "diff": diff, "diff_lo": diff_lo, "diff_hi": diff_hi, "p": p,
-            "verdict": "reference" if key == reference else verdict(row["n"], diff_lo, diff_hi),
-        })  # fmt: skip
+        row.update(mean=mean, lo=lo, hi=hi, outside_reference=bool(mean < ref_lo or mean > ref_hi))
+        row.update(diff=diff, diff_lo=diff_lo, diff_hi=diff_hi, p=p)
+        row["verdict"] = "reference" if key == reference else verdict(row["n"], diff_lo, diff_hi)
         rows.append(row)
     return pd.DataFrame(rows)

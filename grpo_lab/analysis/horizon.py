@@ -1,8 +1,8 @@
-"""Long-horizon readings of run logs, for the seed document's advice to "train long enough to cover
-the stage where policy entropy falls clearly, and not judge schemes by early reward alone"
-[D1 sec. 6.5, 10]: how far entropy fell, where validation peaked and how much it lost after, and
-whether a run's early reward predicts its final outcome (a rank correlation across runs with a
-permutation p-value and a bootstrap interval)."""
+"""Long-horizon readings of run logs, for the advice to "train long enough to cover the stage where
+policy entropy falls clearly, and not judge schemes by early reward alone" (docs/sources.md,
+Evaluation guide §6.5 Long horizon and §10 Advice): how far entropy fell, where validation peaked
+and how much it lost after, and whether a run's early reward predicts its final outcome (a rank
+correlation across runs with a permutation p-value and a bootstrap interval)."""
 
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
@@ -11,11 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from grpo_lab.analysis.stats import mean_interval
-
-
-def _keys(by: str | Sequence[str] | None) -> list[str]:
-    return [by] if isinstance(by, str) else list(by or [])
+from grpo_lab.analysis.stats import _keys, mean_interval
 
 
 def _runs(
@@ -62,8 +58,8 @@ def early_and_final(
     rows = []
     for ids, run in _runs(df, early, by):
         cutoff = early_frac * (run["step"].max() + 1)
-        rows.append({**ids, "early": float(run.loc[run["step"] < cutoff, early].mean()),
-                     "final": finals.get(tuple(ids.values()), np.nan)})  # fmt: skip
+        early_mean = float(run.loc[run["step"] < cutoff, early].mean())
+        rows.append({**ids, "early": early_mean, "final": finals.get(tuple(ids.values()), np.nan)})
     return pd.DataFrame(rows)
 
 
@@ -77,8 +73,8 @@ def peak_and_drop(
     for ids, run in _runs(df, metric, by):
         values = run[metric].to_numpy(dtype=float)
         best = int(np.argmax(values))
-        rows.append({**ids, "best": float(values[best]), "best_step": int(run["step"].iloc[best]),
-                     "final": float(values[-1]), "drop": float(values[best] - values[-1])})  # fmt: skip
+        peak = {"best": float(values[best]), "best_step": int(run["step"].iloc[best])}
+        rows.append({**ids, **peak, "final": float(values[-1]), "drop": float(values[best] - values[-1])})
     return pd.DataFrame(rows)
 
 
@@ -145,15 +141,15 @@ def rank_correlation(
     centred on their group means, so rho measures whether runs that do better than their own
     configuration's average early also end better: the part of the prediction the configuration
     does not explain. Resampling and shuffling then stay within groups. NaN with fewer than 3 runs."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"x and y must be 1-D of the same length, got shapes {x.shape} and {y.shape}")
-    labels = np.zeros(len(x), dtype=int) if groups is None else pd.factorize(pd.Series(list(groups)))[0]
-    if len(labels) != len(x):
-        raise ValueError(f"groups has {len(labels)} entries for {len(x)} runs")
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y, labels = x[keep], y[keep], labels[keep]
-    n = len(x)
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.shape != ys.shape or xs.ndim != 1:
+        raise ValueError(f"x and y must be 1-D of the same length, got shapes {xs.shape} and {ys.shape}")
+    labels = np.zeros(len(xs), dtype=int) if groups is None else pd.factorize(pd.Series(list(groups)))[0]
+    if len(labels) != len(xs):
+        raise ValueError(f"groups has {len(labels)} entries for {len(xs)} runs")
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys, labels = xs[keep], ys[keep], labels[keep]
+    n = len(xs)
     if n < 3:
         return Correlation(np.nan, np.nan, np.nan, np.nan, n)
     n_groups = int(labels.max()) + 1
@@ -161,7 +157,7 @@ def rank_correlation(
 
     def rho_of(index: np.ndarray, shuffled: np.ndarray) -> np.ndarray:
         codes = labels[index]
-        return _spearman_rows(_centred(x[index], codes, n_groups), _centred(y[shuffled], codes, n_groups))
+        return _spearman_rows(_centred(xs[index], codes, n_groups), _centred(ys[shuffled], codes, n_groups))
 
     rng = np.random.default_rng(seed)
     identity = np.arange(n)[None, :]

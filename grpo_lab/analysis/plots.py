@@ -10,7 +10,9 @@ matplotlib.use("Agg") if matplotlib.get_backend().lower() in ("", "agg") else No
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.image import AxesImage  # noqa: E402
 
+from grpo_lab.analysis.horizon import Correlation  # noqa: E402
 from grpo_lab.analysis.stats import curve, mean_interval  # noqa: E402
 
 TITLES = {
@@ -100,11 +102,26 @@ def curves(
         ax.axis("off")
     fig.suptitle(f"{title}\n{curves_caption(df, metrics, by, smooth)}".strip(), fontsize=10)
     fig.tight_layout()
-    if by:  # below the panels, so that it never hides a curve
-        handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, title=by, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                   ncol=min(len(labels), 6), fontsize=8, title_fontsize=8)  # fmt: skip
+    if by:
+        _legend_below(fig, axes.flat[0], title=by, max_columns=6)
     return fig
+
+
+def _legend_below(fig: plt.Figure, ax: plt.Axes, title: str, max_columns: int | None = None) -> None:
+    """The legend of `ax`'s lines, centred below the figure's panels so that it never hides a curve:
+    one row, or rows of `max_columns` entries."""
+    handles, labels = ax.get_legend_handles_labels()
+    columns = len(labels) if max_columns is None else min(len(labels), max_columns)
+    fig.legend(
+        handles,
+        labels,
+        title=title,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=columns,
+        fontsize=8,
+        title_fontsize=8,
+    )
 
 
 def is_evaluation(metric: str) -> bool:
@@ -166,8 +183,14 @@ def _verdict_legend(ax: plt.Axes, table: pd.DataFrame, verdict: str | None) -> N
     handles = [
         plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS.get(v, OTHER), label=v) for v in shown
     ]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="vs reference",
-              title_fontsize=7)  # fmt: skip
+    ax.legend(
+        handles=handles,
+        title="vs reference",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=7,
+        title_fontsize=7,
+    )
 
 
 def intervals(
@@ -259,9 +282,7 @@ def robustness(
         ax.axis("off")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, title=scheme, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=len(labels), fontsize=8, title_fontsize=8)  # fmt: skip
+    _legend_below(fig, axes.flat[0], title=scheme)
     return fig
 
 
@@ -277,22 +298,30 @@ def rule_heatmap(counts: pd.DataFrame, totals: Mapping[str, int], title: str = "
         ax.axis("off")
         ax.set_title(title, fontsize=10)
         return fig
-    n = np.array([totals[c] for c in columns], dtype=float)
-    share = counts.to_numpy(dtype=float) / np.maximum(n, 1.0)
     fig, ax = plt.subplots(figsize=(max(5.0, 2.6 + 0.62 * len(columns)), 1.8 + 0.36 * len(counts)))
-    image = ax.imshow(share, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
-    for (i, j), value in np.ndenumerate(counts.to_numpy()):
-        ax.text(j, i, str(value), ha="center", va="center", fontsize=7,
-                color="white" if share[i, j] > 0.6 else "black")  # fmt: skip
-    ax.set_xticks(range(len(columns)), [f"{c} (n={totals[c]})" for c in columns], rotation=40, ha="right",
-                  fontsize=7)  # fmt: skip
-    ax.set_yticks(range(len(counts)), list(counts.index), fontsize=7)
+    image = _count_cells(ax, counts, totals)
     ax.set_xlabel(str(counts.columns.name or ""))
     ax.set_ylabel("diagnostic rule")
     fig.colorbar(image, ax=ax, label="share of runs", fraction=0.04, pad=0.02)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _count_cells(ax: plt.Axes, counts: pd.DataFrame, totals: Mapping[str, int]) -> AxesImage:
+    """`counts` (rules against conditions) on `ax`: each cell shaded by its share of the column's runs
+    (`totals`: runs per column) on a 0-1 scale, its text the count; columns labelled with their runs."""
+    columns = list(counts.columns)
+    n = np.array([totals[c] for c in columns], dtype=float)
+    share = counts.to_numpy(dtype=float) / np.maximum(n, 1.0)
+    image = ax.imshow(share, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
+    for (i, j), value in np.ndenumerate(counts.to_numpy()):
+        color = "white" if share[i, j] > 0.6 else "black"
+        ax.text(j, i, str(value), ha="center", va="center", fontsize=7, color=color)
+    names = [f"{c} (n={totals[c]})" for c in columns]
+    ax.set_xticks(range(len(columns)), names, rotation=40, ha="right", fontsize=7)
+    ax.set_yticks(range(len(counts)), list(counts.index), fontsize=7)
+    return image
 
 
 def rule_heatmaps(
@@ -312,21 +341,10 @@ def rule_heatmaps(
         return fig
     columns = max(len(c.columns) for c in counts.values())
     height = len(panels) * (1.6 + 0.3 * len(rules)) + 0.6
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(5.0, 2.8 + 0.62 * columns), height), squeeze=False,
-                             layout="constrained")  # fmt: skip
-    image = None
+    size = (max(5.0, 2.8 + 0.62 * columns), height)
+    fig, axes = plt.subplots(len(panels), 1, figsize=size, squeeze=False, layout="constrained")
     for ax, panel in zip(axes[:, 0], panels):
-        table = counts[panel].reindex(rules, fill_value=0)
-        names = list(table.columns)
-        n = np.array([totals[panel][c] for c in names], dtype=float)
-        share = table.to_numpy(dtype=float) / np.maximum(n, 1.0)
-        image = ax.imshow(share, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
-        for (i, j), value in np.ndenumerate(table.to_numpy()):
-            ax.text(j, i, str(value), ha="center", va="center", fontsize=7,
-                    color="white" if share[i, j] > 0.6 else "black")  # fmt: skip
-        ax.set_xticks(range(len(names)), [f"{c} (n={totals[panel][c]})" for c in names], rotation=40,
-                      ha="right", fontsize=7)  # fmt: skip
-        ax.set_yticks(range(len(rules)), rules, fontsize=7)
+        image = _count_cells(ax, counts[panel].reindex(rules, fill_value=0), totals[panel])
         ax.set_title(str(panel), fontsize=9)
     fig.colorbar(image, ax=list(axes[:, 0]), label="share of runs", fraction=0.03, pad=0.02)
     fig.suptitle(title, fontsize=10)
@@ -381,9 +399,7 @@ def scheme_summary(
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, title=f"{strata} (panel a)", loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=len(labels), fontsize=8, title_fontsize=8)  # fmt: skip
+    _legend_below(fig, axes[0], title=f"{strata} (panel a)")
     return fig
 
 
@@ -392,7 +408,7 @@ def correlation_scatter(
     x: str,
     y: str,
     hue: str,
-    correlations: Mapping[str, Sequence[float]],
+    correlations: Mapping[str, Correlation],
     xlabel: str,
     ylabel: str,
     title: str = "",
@@ -402,10 +418,12 @@ def correlation_scatter(
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     for key, g in per_run.groupby(hue):
         ax.scatter(g[x], g[y], s=28, label=str(key), alpha=0.85)
-    lines = [f"{name}: rho = {c.rho:.2f} [{c.lo:.2f}, {c.hi:.2f}], p = {c.p:.3f}, n = {c.n}"
-             for name, c in correlations.items()]  # fmt: skip
-    ax.text(0.02, 0.98, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=7,
-            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "lw": 0.5})  # fmt: skip
+    lines = [
+        f"{name}: rho = {c.rho:.2f} [{c.lo:.2f}, {c.hi:.2f}], p = {c.p:.3f}, n = {c.n}"
+        for name, c in correlations.items()
+    ]
+    box = {"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "lw": 0.5}
+    ax.text(0.02, 0.98, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=7, bbox=box)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

@@ -1,5 +1,5 @@
-"""Paired comparisons over seeds, their power and the minimum detectable effect (`docs/sources.md`,
-"Deciding with few runs").
+"""Paired comparisons over seeds, their power and the minimum detectable effect (power analysis
+over seeds as in Colas, Sigaud and Oudeyer, "How Many Random Seeds?", arXiv:1806.08295).
 
 Two arms that share a seed share the prompts and the sampling streams, so their per-seed difference
 d_i = y_i(treatment) - y_i(control) removes the between-seed variance. The effect is mean(d) with

@@ -1,6 +1,6 @@
 """Robustness to injected faults and the diagnostics each condition sets off, read from run logs:
-the seed document's fault-injection step [D1 sec. 6.4] ("construct reward noise, extreme long
-answers, repeated samples, and check each scheme's fault tolerance").
+the fault-injection step of Evaluation guide §6.4 Fault injection (docs/sources.md: "construct reward
+noise, extreme long answers, repeated samples, and check each scheme's fault tolerance").
 
 - `robustness_table`: the outcome of each scheme against each fault's level, the clean runs at level
   0 of every fault, for robustness curves (`plots.robustness`);
@@ -25,8 +25,8 @@ CLEAN = "none"
 CLEAN_CONDITION = "clean"
 """the `condition` of a scheme's run without any fault"""
 MARGIN = 0.05
-"""the change of final validation accuracy a study is sized to detect (the issue's target MDE): a
-verdict of 'no difference > margin' rules out a change larger than this"""
+"""the change of final validation accuracy a study is sized to detect (its target minimum detectable
+effect): a verdict of 'no difference > margin' rules out a change larger than this"""
 RUN_FAILED = "run_failed"
 """the rule name `run_findings` gives a run that stopped with an error (its error.json)"""
 
@@ -63,8 +63,8 @@ def robustness_table(
             steps += [(level, runs[runs["level"] == str(level)]) for level in levels]
             for level, group in steps:
                 mean, lo, hi = mean_interval(group[metric].to_numpy(dtype=float), confidence)
-                rows.append({"fault": name, scheme: scheme_name, "level": level, "n": len(group),
-                             "mean": mean, "lo": lo, "hi": hi})  # fmt: skip
+                ids = {"fault": name, scheme: scheme_name, "level": level}
+                rows.append({**ids, "n": len(group), "mean": mean, "lo": lo, "hi": hi})
     return pd.DataFrame(rows)
 
 
@@ -84,11 +84,10 @@ def degradation(
             raise ValueError(f"scheme {name!r} has no clean run to compare its faulty runs with")
         for condition, group in runs[runs["fault"] != CLEAN].groupby("condition", sort=False):
             result = paired(group.set_index("seed")[metric], clean)
-            rows.append({
-                scheme: name, "condition": condition, "n": result.n, "diff": result.effect,
-                "lo": result.low, "hi": result.high, "mde": result.mde, "verdict": result.verdict(margin),
-                "summary": f"{result.effect:+.3f} [{result.low:+.3f}, {result.high:+.3f}]",
-            })  # fmt: skip
+            interval = {"diff": result.effect, "lo": result.low, "hi": result.high, "mde": result.mde}
+            summary = f"{result.effect:+.3f} [{result.low:+.3f}, {result.high:+.3f}]"
+            ids = {scheme: name, "condition": condition, "n": result.n}
+            rows.append({**ids, **interval, "verdict": result.verdict(margin), "summary": summary})
     return pd.DataFrame(rows)
 
 

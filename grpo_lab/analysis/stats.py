@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import integrate, stats
 
 
-def _keys(by: str | list[str] | None) -> list[str]:
+def _keys(by: str | Sequence[str] | None) -> list[str]:
     """Grouping columns as a list."""
     return [by] if isinstance(by, str) else list(by or [])
 
@@ -50,8 +50,8 @@ def curve(
     rows = []
     for key, group in data.groupby([*keys, "step"]):
         mean, lo, hi = mean_interval(group[metric].to_numpy(), confidence)
-        rows.append({**dict(zip([*keys, "step"], key if isinstance(key, tuple) else (key,))),
-                     "mean": mean, "lo": lo, "hi": hi, "n": len(group)})  # fmt: skip
+        ids = dict(zip([*keys, "step"], key if isinstance(key, tuple) else (key,)))
+        rows.append({**ids, "mean": mean, "lo": lo, "hi": hi, "n": len(group)})
     return pd.DataFrame(rows)
 
 
@@ -70,16 +70,18 @@ def summary_table(
 ) -> pd.DataFrame:
     """Across-seed mean and interval of each metric's final value, one row per group."""
     keys = _keys(by)
-    rows = {}
+    rows: dict[Any, dict[str, Any]] = {}
     for metric in metrics:
         finals = final_values(df, metric, keys, window)
         for key, group in finals.groupby(keys) if keys else [((), finals)]:
             mean, lo, hi = mean_interval(group[metric].to_numpy())
             rows.setdefault(key, {})[metric] = f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
             rows[key]["seeds"] = len(group)
-    index = pd.MultiIndex.from_tuples(list(rows), names=keys) if keys else None
-    if len(keys) == 1:
-        index = index.get_level_values(0)
+    index: pd.Index | None = None
+    if keys:
+        index = pd.MultiIndex.from_tuples(list(rows), names=keys)
+        if len(keys) == 1:
+            index = index.get_level_values(0)
     return pd.DataFrame(list(rows.values()), index=index)
 
 

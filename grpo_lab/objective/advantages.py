@@ -114,6 +114,14 @@ def group_advantages(rewards: Tensor, group_size: Groups, scale: str = "group", 
     return ADVANTAGES.get(SCALES[scale])(rewards, group_size, torch.ones_like(rewards), eps)
 
 
+def reward_to_go(x: Tensor, mask: Tensor, include_current: bool = True) -> Tensor:
+    """Per position (N, T): the sum of `x` over the valid tokens (`mask`) at or after it, or strictly
+    after it with `include_current=False` (padding contributes nothing)."""
+    x = x * mask  # (N, T)
+    to_go = x.flip(-1).cumsum(-1).flip(-1)  # (N, T)
+    return to_go if include_current else to_go - x
+
+
 def token_advantages(
     seq_adv: Tensor,
     token_rewards: Tensor | None,
@@ -135,7 +143,7 @@ def token_advantages(
     adv = seq_adv[:, None] * mask  # (N, T)
     if token_rewards is None or mix == 0:
         return adv
-    rtg = (token_rewards * mask).flip(-1).cumsum(-1).flip(-1)  # (N, T)
+    rtg = reward_to_go(token_rewards, mask)  # (N, T)
     if outcome is not None:
         rtg = rtg + outcome[:, None]  # (N, T) the outcome counts in the return from every token
     (g_rtg, rows), (g_mask, _) = padded(rtg, group_size), padded(mask, group_size)  # (B, G, T), (B, G)

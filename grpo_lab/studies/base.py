@@ -1,7 +1,6 @@
 """The study base: the one configuration every study derives from, per notebook profile.
 
-It is GRPO set up so that every mechanism the studies compare can act (`docs/sources.md`, "a test
-bed where every mechanism acts"):
+It is GRPO set up as a test bed where every mechanism the studies compare can act:
 - off-policy updates: each sampled batch is used for several optimizer steps (mini-batches of whole
   groups, and passes over the batch), so importance ratios depart from 1 and the clip ranges, the
   dual clip and clip-higher bind;

@@ -1,5 +1,5 @@
-"""Cost of each scheme and training trick as multiples of the baseline GRPO step: the first seed
-document's cost structure (成本结构: sampling, forward and backward compute, memory), "recorded as
+"""Cost of each scheme and training trick as multiples of the baseline GRPO step: Evaluation guide
+§4.7 Cost structure (docs/sources.md: sampling, forward and backward compute, memory), "recorded as
 relative multiples from controlled runs, never invented".
 
 Timing in a process pool is noisy (two runs share the cores), so cost runs are trained here, one
@@ -32,15 +32,30 @@ from grpo_lab.experiments.store import ensure, run_dir
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
 from grpo_lab.studies.base import base as study_base
+from grpo_lab.threads import torch_threads
 from grpo_lab.trainer import train
 
 FULL_STEPS = 6
 """steps per cost run under the full profile (the first is dropped: five timed steps per round)"""
 BASELINE = "grpo"
 SCHEMES = (
-    "grpo", "bnpo", "dr_grpo", "dapo", "lite_ppo", "gspo", "gspo_token", "cispo", "sapo", "gmpo", "gpg",
-    "rloo", "reinforce_pp", "scheme_a", "scheme_b", "scheme_c",
-)  # fmt: skip
+    "grpo",
+    "bnpo",
+    "dr_grpo",
+    "dapo",
+    "lite_ppo",
+    "gspo",
+    "gspo_token",
+    "cispo",
+    "sapo",
+    "gmpo",
+    "gpg",
+    "rloo",
+    "reinforce_pp",
+    "scheme_a",
+    "scheme_b",
+    "scheme_c",
+)
 """the named methods (presets) whose cost is measured"""
 SMOKE_SCHEMES = ("grpo", "dr_grpo")
 SMOKE_TRICKS = ("learnable_temperature", "temperature_noise")
@@ -113,9 +128,7 @@ def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> 
     root = Path(root).resolve()
     runs = [p.config.replace(seed=s) for s in seeds for p in design]
     pending = [c for c in runs if not is_finished(run_dir(c, root))]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in a pool worker; not Config.torch_threads, which changes the run's key
-    try:
+    with torch_threads(1):  # as in a pool worker; not Config.torch_threads, which changes the run's key
         if pending:  # the first run of a process also pays for lazy loading: do it once, unrecorded
             train(pending[0].replace(steps=2, eval_every=2), out=None)
         for config in pending:
@@ -123,8 +136,6 @@ def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> 
                 resting = reset_peak_memory()
                 ensure(config, root)
                 write_json_atomic(run_dir(config, root) / RESTING_FILE, {"resting_mb": resting})
-    finally:
-        torch.set_num_threads(threads)
     frames = []
     for seed in seeds:
         for point in design:
@@ -232,8 +243,8 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     y = np.arange(n)
     colors = ["tab:blue" if k == "scheme" else "tab:orange" for k in cells["kind"]]
     s = steps.loc[labels]
-    left.errorbar(s["multiple"], y, xerr=[s["multiple"] - s["lo"], s["hi"] - s["multiple"]], fmt="none",
-                  ecolor="0.4", lw=1, capsize=2)  # fmt: skip
+    bars = [s["multiple"] - s["lo"], s["hi"] - s["multiple"]]
+    left.errorbar(s["multiple"], y, xerr=bars, fmt="none", ecolor="0.4", lw=1, capsize=2)
     left.scatter(s["multiple"], y, c=colors, zorder=3, s=22)
     left.axvline(1.0, color="0.3", ls="--", lw=1)
     left.set_xscale("log", base=2)

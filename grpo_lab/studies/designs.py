@@ -2,8 +2,10 @@
 before any compute so that a bad field or value fails at once:
 
 - `variant_points`: a reference configuration and named variants of it (one change set each), the
-  seed document's "switch off the KL term, switch off clipping, move the KL" ablation [D1 sec. 6.2];
-- `fault_points`: every scheme clean and under each fault level [D1 sec. 6.4], for robustness curves;
+  "switch off the KL term, switch off clipping, move the KL" ablation of Evaluation guide §6.2
+  Ablations (docs/sources.md);
+- `fault_points`: every scheme clean and under each fault level (Evaluation guide §6.4 Fault
+  injection), for robustness curves;
 - `study_config`: the study base (`studies.base`) under a notebook profile, with a smaller validation
   set and other changes;
 - `for_profile`: the compared lists in full, or their first few entries under a quick profile."""

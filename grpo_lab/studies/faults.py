@@ -1,6 +1,6 @@
 """The fault-injection study (notebook 04): every scheme on the study base (`studies.base`), clean
-and under each level of each injected fault (`studies.fault_points`), the seed document's
-fault-injection step (docs/sources.md, Evaluation guide §6.4). Measures: the final validation
+and under each level of each injected fault (`studies.fault_points`), the fault-injection step of
+Evaluation guide §6.4 Fault injection (docs/sources.md). Measures: the final validation
 accuracy against each fault's level, each condition's change from the same scheme's clean run
 (paired over seeds, with its minimum detectable effect), and the diagnostic rules each condition
 sets off, per scheme."""

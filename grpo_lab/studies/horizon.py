@@ -29,14 +29,15 @@ def settings(
     """The study's profile with its own `seeds` (the first `keep` under smoke), `full_steps` steps
     validated every `eval_every` steps under the full profile."""
     chosen = profiles.profile(profile, list(seeds), steps, full_steps=full_steps, eval_every=eval_every)
-    return profiles.profile(profile, list(for_profile(list(seeds), chosen, keep)), steps,
-                            full_steps=full_steps, eval_every=eval_every)  # fmt: skip
+    kept = list(for_profile(list(seeds), chosen, keep))
+    return profiles.profile(profile, kept, steps, full_steps=full_steps, eval_every=eval_every)
 
 
 def run(settings: profiles.Profile, learning_rates: Sequence[float]) -> SweepResult:
     """The study base at each learning rate over the profile's seeds (the shared store)."""
-    return experiments.sensitivity(base(settings), PARAM, list(learning_rates), settings.seeds,
-                                   root=settings.runs_dir())  # fmt: skip
+    return experiments.sensitivity(
+        base(settings), PARAM, list(learning_rates), settings.seeds, root=settings.runs_dir()
+    )
 
 
 def figure_curves(metrics: pd.DataFrame, settings: profiles.Profile) -> plt.Figure:

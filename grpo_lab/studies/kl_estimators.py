@@ -41,6 +41,7 @@ from grpo_lab.models.loading import Policy, load_policy
 from grpo_lab.models.logprobs import completion_logits
 from grpo_lab.models.sampler import Rollout, sample
 from grpo_lab.objective import kl_estimate
+from grpo_lab.objective.advantages import reward_to_go
 from grpo_lab.runlog import read_config
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
@@ -150,6 +151,7 @@ def measure(runs: pd.DataFrame, batches: int = BATCHES) -> tuple[pd.DataFrame, p
             )
         config = Config.from_dict(read_config(run.path))
         policy = load_policy(config.model, config.task, config.task_digits or None, torch.device("cpu"))
+        assert policy.reference is not None  # load_policy copies the reference for a model without LoRA
         task = make_task(config.task, config.task_digits or None)
         for step, file in found.items():
             policy.model.load_state_dict(torch.load(file, weights_only=True))
@@ -172,20 +174,21 @@ def _sample(policy: Policy, task: Task, config: Config, batch: int) -> Rollout:
     )
     generator = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{batch}".encode()))
     policy.model.eval()
+    tokenizer: Any = policy.tokenizer  # a transformers tokenizer, which Policy types as object
     with torch.no_grad():
-        tok = policy.tokenizer
-        rollout = sample(policy.model, prompt_ids, prompt_mask, config.group_size,
-                         config.max_completion_length, config.temperature, tok.eos_token_id,
-                         tok.pad_token_id, generator)  # fmt: skip
+        rollout = sample(
+            policy.model,
+            prompt_ids,
+            prompt_mask,
+            group_size=config.group_size,
+            max_new_tokens=config.max_completion_length,
+            temperature=config.temperature,
+            eos_id=tokenizer.eos_token_id,
+            pad_id=tokenizer.pad_token_id,
+            generator=generator,
+        )
     policy.model.train()  # gradients in the trainer's mode
     return rollout
-
-
-def reward_to_go(x: Tensor, mask: Tensor, include_current: bool = True) -> Tensor:
-    """Sum over the valid tokens at or after (or strictly after) each position: (N, T)."""
-    x = x * mask  # (N, T)
-    to_go = x.flip(-1).cumsum(-1).flip(-1)  # (N, T)
-    return to_go if include_current else to_go - x
 
 
 def token_terms(logits: Tensor, ref_logits: Tensor, tokens: Tensor) -> dict[str, Tensor]:
@@ -222,7 +225,9 @@ def kl_objectives(terms: dict[str, Tensor], mask: Tensor) -> dict[str, Tensor]:
         "k3 in loss": per_completion(est["k3"]),
         "k1 in reward": per_completion(logp * reward_to_go(est["k1"].detach(), mask)),
         "k3 in reward": per_completion(logp * reward_to_go(est["k3"].detach(), mask)),
-        "reverse KL, sequence": per_completion(reverse + logp * reward_to_go(reverse.detach(), mask, False)),
+        "reverse KL, sequence": per_completion(
+            reverse + logp * reward_to_go(reverse.detach(), mask, include_current=False)
+        ),
         "reverse KL, token-local": per_completion(reverse),
         "forward KL, token-local": per_completion(terms["forward"]),
     }
@@ -245,11 +250,9 @@ def batch_measures(
     for name in ESTIMATORS:
         value = kl_estimate(terms["logp"].detach(), terms["ref_logp"], name)[valid]  # (n,)
         error = value - exact  # (n,)
-        stats.append({
-            "estimator": name, "exact": float(exact.mean()), "estimate": float(value.mean()),
-            "bias": float(error.mean()), "noise": float(error.std()), "std": float(value.std()),
-            "tokens": int(valid.sum()),
-        })  # fmt: skip
+        means = {"exact": float(exact.mean()), "estimate": float(value.mean()), "bias": float(error.mean())}
+        spreads = {"noise": float(error.std()), "std": float(value.std())}
+        stats.append({"estimator": name, **means, **spreads, "tokens": int(valid.sum())})
     grads = {}
     for name, objective in kl_objectives(terms, mask).items():
         parts = torch.autograd.grad(objective, params, retain_graph=True, allow_unused=True)
@@ -265,11 +268,9 @@ def compare(grads: dict[str, Tensor]) -> list[dict]:
     for placement in PLACEMENTS:
         for ref in REFERENCES:
             g, r = grads[placement], grads[ref]
-            rows.append({
-                "placement": placement, "reference": ref,
-                "cosine": float(torch.nn.functional.cosine_similarity(g, r, dim=0)),
-                "norm_ratio": float(g.norm() / r.norm()) if r.norm() > 0 else np.nan,
-            })  # fmt: skip
+            cosine = float(torch.nn.functional.cosine_similarity(g, r, dim=0))
+            ratio = float(g.norm() / r.norm()) if r.norm() > 0 else np.nan
+            rows.append({"placement": placement, "reference": ref, "cosine": cosine, "norm_ratio": ratio})
     return rows
 
 
@@ -334,7 +335,7 @@ def training_errors(metrics: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
                 "exact": data["kl/exact"],
                 "bin": (data["step"] // width) * width + (width - 1) / 2,
             }
-        )  # fmt: skip
+        )
         for k in ESTIMATORS
     ]
     return pd.concat(frames, ignore_index=True)
@@ -356,8 +357,8 @@ def figure_training(metrics: pd.DataFrame, smooth: int = 5, bins: int = 10) -> p
         bias = interval_by(mine, ["bin"], "error")
         shift = (i - 1) * 0.12 * (errors["bin"].max() - errors["bin"].min()) / bins  # dodge the error bars
         yerr = [bias["mean"] - bias["lo"], bias["hi"] - bias["mean"]]
-        axes[1].errorbar(bias["bin"] + shift, bias["mean"], yerr=yerr, fmt="o-", color=color, ms=4, capsize=2,
-                         lw=1.2, label=k)  # fmt: skip
+        style = {"fmt": "o-", "color": color, "ms": 4, "lw": 1.2, "capsize": 2, "label": k}
+        axes[1].errorbar(bias["bin"] + shift, bias["mean"], yerr=yerr, **style)
         spread = mine.groupby("bin")["error"].std()
         axes[2].plot(spread.index, spread.to_numpy(), "o-", color=color, ms=4, lw=1.2, label=k)
     axes[1].axhline(0, color="0.3", ls="--", lw=0.8)
@@ -379,8 +380,8 @@ def figure_training(metrics: pd.DataFrame, smooth: int = 5, bins: int = 10) -> p
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     seeds = metrics["seed"].nunique()
-    fig.suptitle(f"KL estimators on the training batches ({seeds} seeds; (a) {smooth}-step trailing mean, "
-                 f"(b, c) over the steps and seeds of {bins} spans of the run)", fontsize=11)  # fmt: skip
+    caption = f"(a) {smooth}-step trailing mean, (b, c) over the steps and seeds of {bins} spans of the run"
+    fig.suptitle(f"KL estimators on the training batches ({seeds} seeds; {caption})", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -406,8 +407,8 @@ def figure_tokens(tokens: pd.DataFrame) -> plt.Figure:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     runs, batches = tokens["seed"].nunique(), tokens["batch"].nunique()
-    fig.suptitle(f"per-token estimators on fresh batches (mean and 95% t-interval over {runs} seeds x "
-                 f"{batches} batches)", fontsize=11)  # fmt: skip
+    caption = f"mean and 95% t-interval over {runs} seeds x {batches} batches"
+    fig.suptitle(f"per-token estimators on fresh batches ({caption})", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -431,8 +432,8 @@ def figure_gradients(grads: pd.DataFrame) -> plt.Figure:
         ax.set_title(f"cosine with ∇ {ref}", fontsize=10)
     ratio = single[single["reference"] == REFERENCES[0]]
     for p in PLACEMENTS:
-        _band(axes[3], interval_by(ratio[ratio["placement"] == p], ["step"], "norm_ratio"), p, colors[p],
-              marker="o", ls=styles[p])  # fmt: skip
+        mine = ratio[ratio["placement"] == p]
+        _band(axes[3], interval_by(mine, ["step"], "norm_ratio"), p, colors[p], marker="o", ls=styles[p])
     axes[3].set_yscale("log")
     axes[3].axhline(1, color="0.3", ls=":", lw=0.8)
     axes[3].set_ylabel("‖g‖ / ‖∇ reverse KL, sequence‖ (log)")
@@ -442,8 +443,8 @@ def figure_gradients(grads: pd.DataFrame) -> plt.Figure:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc="lower left")
     runs, batches = grads["seed"].nunique(), single["batch"].nunique()
-    fig.suptitle(f"the gradient each KL placement follows on one batch (mean and 95% t-interval over "
-                 f"{runs} seeds x {batches} batches)", fontsize=11)  # fmt: skip
+    caption = f"mean and 95% t-interval over {runs} seeds x {batches} batches"
+    fig.suptitle(f"the gradient each KL placement follows on one batch ({caption})", fontsize=11)
     fig.tight_layout()
     return fig
 

@@ -1,8 +1,8 @@
-"""Sensitivity of GRPO to its main knobs, the first seed document's 调参敏感度: "cover the learning
-rate, clip threshold, KL coefficient and group size; is the outcome smooth around the default, or is
-there a steep failure boundary?" Each knob is scanned alone around the study base
-(`grpo_lab.studies.base`) on short runs; the outcome against the value is read with
-`stats.sensitivity_table` and its cliffs with `stats.cliffs`.
+"""Sensitivity of GRPO to its main knobs, as Evaluation guide §4.6 Tuning sensitivity asks
+(docs/sources.md): "cover the learning rate, clip threshold, KL coefficient and group size; is the
+outcome smooth around the default, or is there a steep failure boundary?" Each knob is scanned
+alone around the study base (`grpo_lab.studies.base`) on short runs; the outcome against the value
+is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
 
 The short-run profile defined here is shared with the claims study (09), so both reuse the same runs."""
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.artist import Artist
 
 from grpo_lab import profiles
 from grpo_lab.analysis.stats import cliffs, sensitivity_table
@@ -53,16 +54,34 @@ class Scan:
 
 
 SCANS = (
-    Scan("learning_rate", ("learning_rate",), (1e-5, 3e-5, 1e-4, 3e-4, 1e-3), "learning rate (AdamW)", "log"),
     Scan(
-        "clip_range",
-        ("eps_low", "eps_high"),
-        (0.01, 0.05, 0.2, 0.5),
-        "clip range ε (ratio clipped to [1-ε, 1+ε])",
-        "log",
-    ),  # fmt: skip
-    Scan("kl_coef", ("kl_coef",), (0.0, 0.04, 0.2, 1.0), "KL coefficient β (k3 in the loss)", "symlog"),
-    Scan("group_size", ("group_size",), (2, 4, 8, 16), "group size G (completions per prompt)", "log2"),
+        name="learning_rate",
+        fields=("learning_rate",),
+        values=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
+        label="learning rate (AdamW)",
+        scale="log",
+    ),
+    Scan(
+        name="clip_range",
+        fields=("eps_low", "eps_high"),
+        values=(0.01, 0.05, 0.2, 0.5),
+        label="clip range ε (ratio clipped to [1-ε, 1+ε])",
+        scale="log",
+    ),
+    Scan(
+        name="kl_coef",
+        fields=("kl_coef",),
+        values=(0.0, 0.04, 0.2, 1.0),
+        label="KL coefficient β (k3 in the loss)",
+        scale="symlog",
+    ),
+    Scan(
+        name="group_size",
+        fields=("group_size",),
+        values=(2, 4, 8, 16),
+        label="group size G (completions per prompt)",
+        scale="log2",
+    ),
 )
 SMOKE_VALUES = {"learning_rate": (3e-5, 1e-3), "clip_range": (0.2,), "kl_coef": (0.04,), "group_size": (8,)}
 """the values under the smoke profile: a curve for the learning rate, the default alone for the others"""
@@ -138,6 +157,10 @@ def figure(
     line) with its 95% t-interval (error bars) against the value; the study base's value dotted;
     cliffs (a jump in mean larger than `threshold` between neighbours) as a thick red segment."""
     found = cliff_table(outcomes, threshold)
+    cliff_style: dict[str, Any] = dict(
+        color="tab:red", lw=5, alpha=0.45, zorder=2, label=f"cliff (|jump in mean| > {threshold:g})"
+    )
+    mean_style: dict[str, Any] = dict(fmt="o-", color="tab:blue", ms=4, lw=1.2, capsize=3, zorder=3)
     fig, axes = plt.subplots(
         len(labels),
         len(scans),
@@ -153,11 +176,11 @@ def figure(
                 "value"
             )
             for c in found[(found["scan"] == scan.name) & (found["outcome"] == metric)].itertuples():
-                ax.plot([c.low, c.high], [c.before, c.after], color="tab:red", lw=5, alpha=0.45, zorder=2,
-                        label=f"cliff (|jump in mean| > {threshold:g})")  # fmt: skip
-            ax.errorbar(t["value"], t["mean"], yerr=[t["mean"] - t["lo"], t["hi"] - t["mean"]], fmt="o-",
-                        color="tab:blue", ms=4, lw=1.2, capsize=3, zorder=3,
-                        label="across-seed mean, 95% t-interval")  # fmt: skip
+                ax.plot([c.low, c.high], [c.before, c.after], **cliff_style)
+            bars = [t["mean"] - t["lo"], t["hi"] - t["mean"]]
+            ax.errorbar(
+                t["value"], t["mean"], yerr=bars, label="across-seed mean, 95% t-interval", **mean_style
+            )
             ax.axvline(default, color="0.5", ls=":", lw=1, zorder=1, label="study base")
             _set_scale(ax, scan)
             ax.grid(alpha=0.3)
@@ -166,11 +189,17 @@ def figure(
             if col == 0:
                 ax.set_ylabel(label, fontsize=9)
         axes[0, col].set_title(scan.label.split(" (")[0], fontsize=10)
-    handles = {}
+    handles: dict[str, Artist] = {}  # label -> its first handle, so that each label shows once
     for ax in axes.flat:
-        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+        lines, names = ax.get_legend_handles_labels()
+        handles.update(zip(names, lines))
     fig.legend(
-        handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, frameon=False
+        list(handles.values()),
+        list(handles),
+        loc="lower center",
+        ncol=len(handles),
+        fontsize=8,
+        frameon=False,
     )
     n = outcomes["n"].max()
     fig.suptitle(f"sensitivity of GRPO on {base.task} (mean and 95% t-interval over {n} seeds)", fontsize=11)

@@ -89,8 +89,6 @@ def paired_differences(
         mean, lo, hi = mean_interval(diffs, confidence)
         if len(diffs) < 2:
             lo = hi = np.nan
-        rows.append({
-            by: key, "pairs": len(diffs), "mean": mean, "lo": lo, "hi": hi,
-            "verdict": "reference" if key == reference else verdict(len(diffs), lo, hi),
-        })  # fmt: skip
+        judged = "reference" if key == reference else verdict(len(diffs), lo, hi)
+        rows.append({by: key, "pairs": len(diffs), "mean": mean, "lo": lo, "hi": hi, "verdict": judged})
     return pd.DataFrame(rows)

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from grpo_lab.objective.advantages import ADVANTAGES, group_advantages, token_advantages
+from grpo_lab.objective.advantages import ADVANTAGES, group_advantages, reward_to_go, token_advantages
 
 
 def t(*rows):
@@ -120,6 +120,13 @@ def test_every_entry_documented_and_finite(name):
 
 
 MASK = t([1, 1, 1], [1, 1, 0])
+
+
+def test_reward_to_go_sums_the_valid_tokens_ahead():
+    x = t([1.0, 2.0, 3.0, 4.0])
+    mask = t([1.0, 1.0, 1.0, 0.0])
+    assert reward_to_go(x, mask).tolist() == [[6.0, 5.0, 3.0, 0.0]]
+    assert reward_to_go(x, mask, include_current=False).tolist() == [[5.0, 3.0, 0.0, 0.0]]
 
 
 def test_token_advantages_broadcast_without_token_rewards():

@@ -1,6 +1,9 @@
 """The claims study: the catalogue's validity, the runs it shares with 06 and 08, and the whole path
 from runs to verdicts on tiny runs."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -138,4 +141,22 @@ def test_failed_runs_score_as_failures_only_where_failing_is_measured(monkeypatc
 def test_the_untestable_claims_each_give_a_reason():
     table = claims_study.untestable()
     assert len(table) >= 5 and (table["reason"].str.len() > 10).all()
-    assert table["source"].str.startswith(("doc 000", "doc 002")).all()
+
+
+def document_sections() -> dict[str, str]:
+    """Each design document's part of docs/sources.md, lower case and without markup."""
+    text = (Path(__file__).parents[2] / "docs" / "sources.md").read_text()
+    parts = re.split(r"^## ", text, flags=re.MULTILINE)
+    return {p.split("\n", 1)[0]: p.replace("*", "").lower() for p in parts[1:]}
+
+
+def test_every_source_names_a_section_of_docs_sources():
+    documents = document_sections()
+    sources = {c.source for c in claims_study.CLAIMS} | {u.source for u in claims_study.UNTESTABLE}
+    for source in sources:
+        for citation in source.split("; "):  # e.g. 'Tricks review §3.1 Verdict table, §4.4 What to ...'
+            cited = re.fullmatch(r"(Evaluation guide|Tricks review),? (.+)", citation)
+            assert cited is not None, f"{source!r} names no design document"
+            document, sections = cited.groups()
+            for section in re.split(r", (?=§)", sections):
+                assert section.lower() in documents[document], f"{source!r}: no {section!r} in sources.md"

@@ -93,13 +93,6 @@ def test_expected_gradients_over_two_tokens(seed):
     assert torch.allclose(g["k1 in loss"], torch.zeros_like(reverse), atol=1e-6)
 
 
-def test_reward_to_go_sums_the_valid_tokens_ahead():
-    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
-    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
-    assert kl_estimators.reward_to_go(x, mask).tolist() == [[6.0, 5.0, 3.0, 0.0]]
-    assert kl_estimators.reward_to_go(x, mask, include_current=False).tolist() == [[5.0, 3.0, 0.0, 0.0]]
-
-
 def test_settings_validate_only_at_the_ends_and_sizes_follow_the_profile():
     full = kl_estimators.settings("full")
     assert full.steps == kl_estimators.FULL_STEPS and full.eval_every == full.steps
