@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from grpo_lab.config import Config
-from grpo_lab.models.embedded import embedded_dir
+from grpo_lab.models.embedded import build_lock, embedded_dir
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
 from grpo_lab.tasks import task_fingerprint
 
@@ -67,15 +67,20 @@ def ensure(
     config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None
 ) -> Literal["loaded", "trained"]:
     """'loaded' when a finished run of `config` is stored under `root`; otherwise train it there
-    (after discarding a half-written directory) and return 'trained'. Training errors propagate."""
+    (after discarding a half-written directory) and return 'trained'. Training errors propagate.
+    The run is trained under a lock on its directory: two processes that ask for the same run at once
+    (two notebooks on one store, say) train it once, and the second loads it."""
     from grpo_lab.trainer import train
 
     path = run_dir(config, root)
     if is_finished(path):
         return "loaded"
-    shutil.rmtree(path, ignore_errors=True)
-    callbacks = callbacks_factory(config, path) if callbacks_factory is not None else ()
-    train(config, out=path, callbacks=callbacks)
+    with build_lock(path):
+        if is_finished(path):
+            return "loaded"
+        shutil.rmtree(path, ignore_errors=True)
+        callbacks = callbacks_factory(config, path) if callbacks_factory is not None else ()
+        train(config, out=path, callbacks=callbacks)
     return "trained"
 
 

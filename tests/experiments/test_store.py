@@ -1,0 +1,53 @@
+"""The run store trains a run once: two processes that ask for the same run at the same moment train it
+once, the second waits and loads it (a run trained twice at once into one directory corrupts it)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+RACER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from grpo_lab import Config, trainer
+    from grpo_lab.experiments import store
+
+    root, log, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+
+    def slow_train(config, out, callbacks=()):
+        with log.open("a") as file:
+            file.write(f"{os.getpid()}\\n")
+        time.sleep(1.0)  # long enough for the other process to ask for the run meanwhile
+        out.mkdir(parents=True)
+        (out / "metrics.jsonl").write_text("")
+        (out / "summary.json").write_text("{}")
+
+    trainer.train = slow_train
+    config = Config(model="tiny-model-not-loaded", task="judge", steps=1)
+    (ready / str(os.getpid())).touch()
+    while len(list(ready.iterdir())) < 2:  # both ask at the same moment
+        time.sleep(0.01)
+    print(store.ensure(config, root))
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_processes_asking_for_one_run_train_it_once(tmp_path):
+    root, log, ready = tmp_path / "runs", tmp_path / "trainings.log", tmp_path / "ready"
+    ready.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(root), str(log), str(ready)], env=env, stdout=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    statuses = sorted(racer.communicate(timeout=120)[0].decode().strip() for racer in racers)
+    assert [racer.returncode for racer in racers] == [0, 0]
+    assert statuses == ["loaded", "trained"]
+    assert len(log.read_text().splitlines()) == 1
