@@ -17,7 +17,7 @@ lint: setup
 	$(BIN)/python scripts/check_notebooks.py
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # the playground in JupyterLab and headless Chromium (needs /usr/bin/chromium: apt-get install chromium)
 test-browser: setup

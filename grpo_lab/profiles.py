@@ -1,4 +1,4 @@
-"""Notebook profiles: 'smoke' runs every cell in seconds (CI, nbval); 'full' makes the figures.
+"""Notebook profiles: 'smoke' runs every cell in seconds (CI); 'full' makes the figures.
 Each notebook states its own full-profile budget (steps, seeds, validation prompts) when it calls
 `profile`, and displays the `Profile` it resolved: the index of figures (`grpo_lab.figures`) reads the
 settings of every figure from it, so a study's runs must take their settings from that profile."""

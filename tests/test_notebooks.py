@@ -1,8 +1,7 @@
-"""Every notebook executes headlessly: under papermill with the smoke profile, and under nbval."""
+"""Every notebook executes headlessly under papermill with the smoke profile: every cell runs without an
+error and the notebook writes its figure."""
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -39,15 +38,3 @@ def test_papermill_smoke(notebook, tmp_path):
     prefix = notebook.stem.split("_", 1)[0]
     written = [p for p in (ROOT / "figures").glob(f"{prefix}_*_smoke.png") if p.stat().st_mtime >= started]
     assert written, f"{notebook.name} wrote no figure under figures/ in the smoke profile"
-
-
-@pytest.mark.slow
-def test_nbval_lax():
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", *map(str, NOTEBOOKS)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
