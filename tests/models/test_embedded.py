@@ -8,6 +8,7 @@ from grpo_lab.models import embedded
 
 
 def test_warm_start_does_not_depend_on_the_callers_threads(tmp_path, monkeypatch):
+    monkeypatch.setitem(embedded.WARM_START, "max_steps", 20)  # a short build shows it as well as a whole one
     built = []
     before = torch.get_num_threads()
     try:
