@@ -152,6 +152,17 @@ def _executor() -> ProcessPoolExecutor:
     )
 
 
+def _hint(err: Exception) -> str:
+    """What to do when a worker failed to start because the sweep runs at the top level of a script:
+    every worker imports the script's main module, which then starts a sweep of its own."""
+    if "bootstrapping phase" not in str(err):
+        return ""
+    return (
+        "\na script that sweeps on the local pool must start the sweep under "
+        '`if __name__ == "__main__":` (each worker imports the script\'s main module)'
+    )
+
+
 def _in_pool(
     configs: list[Config], root: Path, workers: int, callbacks_factory: CallbacksFactory | None
 ) -> Iterator[Outcome]:
@@ -167,7 +178,7 @@ def _in_pool(
         except Exception as err:
             executor.shutdown()
             raise RuntimeError(
-                f"the local pool could not start a worker: {type(err).__name__}: {err}"
+                f"the local pool could not start a worker: {type(err).__name__}: {err}{_hint(err)}"
             ) from err
 
     try:
@@ -216,7 +227,10 @@ def _outcome(result: Callable[[], Outcome], config: Config, root: Path) -> Outco
     try:
         return result()
     except BrokenProcessPool:
-        error = RuntimeError("the worker process died while training it (killed, or out of memory)")
+        error = RuntimeError(
+            "the worker process died while training it (killed, out of memory, or it failed to start: see "
+            "stderr)"
+        )
         return Outcome(config.key(), "failed", write_error(run_dir(config, root), error))
     except Exception as err:
         return Outcome(config.key(), "failed", write_error(run_dir(config, root), err))

@@ -215,3 +215,34 @@ def test_a_pool_that_cannot_start_a_worker_is_an_error(tiny_config, tmp_path, mo
     monkeypatch.setattr(ProcessPoolExecutor, "submit", refuse)
     with pytest.raises(RuntimeError, match="could not start a worker: OSError: no more processes"):
         execute([tiny_config(seed=s) for s in range(2)], tmp_path, workers=2, progress=False)
+
+
+UNGUARDED = textwrap.dedent(
+    """
+    import sys
+    from grpo_lab import experiments, preset
+
+    base = preset("grpo", model=sys.argv[2], task="judge", steps=1, prompts_per_step=2, group_size=2,
+                  max_completion_length=4, val_size=4, eval_every=1, progress=False)
+    experiments.sweep(base, {"preset": ["grpo", "dr_grpo"]}, [0], sys.argv[1], workers=2, progress=False)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_sweep_at_the_top_level_of_a_script_says_to_guard_it(tmp_path, tiny_model_path):
+    (tmp_path / "script.py").write_text(UNGUARDED)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "script.py", str(tmp_path / "runs"), tiny_model_path],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # each worker fails to start (its import of the script starts a sweep of its own) and says why on
+    # stderr; the sweep records both runs as failed
+    assert 'under `if __name__ == "__main__":`' in done.stderr
+    errors = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs").glob("*/error.json"))]
+    assert len(errors) == 2 and all("failed to start" in e["message"] for e in errors)
