@@ -373,17 +373,22 @@ def figure_training(metrics: pd.DataFrame, smooth: int = 5, bins: int = 10) -> p
         "batch estimate - exact (nats per token)",
         "std of batch estimate - exact (log)",
     )
-    for ax, title, ylabel in zip(axes, titles, ylabels):
-        ax.set_title(title, fontsize=10)
-        ax.set_ylabel(ylabel)
-        ax.set_xlabel("training step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    _label_panels(axes, titles, ylabels, "training step")
     seeds = metrics["seed"].nunique()
     caption = f"(a) {smooth}-step trailing mean, (b, c) over the steps and seeds of {bins} spans of the run"
     fig.suptitle(f"KL estimators on the training batches ({seeds} seeds; {caption})", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _label_panels(axes, titles: Sequence[str], ylabels: Sequence[str], xlabel: str) -> None:
+    """Title, axis labels, grid and legend of each panel of a row of KL figures."""
+    for ax, title, ylabel in zip(axes, titles, ylabels):
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
 
 
 def figure_tokens(tokens: pd.DataFrame) -> plt.Figure:
@@ -400,12 +405,7 @@ def figure_tokens(tokens: pd.DataFrame) -> plt.Figure:
     axes[2].set_yscale("log")
     titles = ("exact KL(π‖π_ref) per token", "bias / exact KL", "noise std / exact KL")
     ylabels = ("nats per token", "relative bias", "relative noise (log scale)")
-    for ax, title, ylabel in zip(axes, titles, ylabels):
-        ax.set_title(title, fontsize=10)
-        ax.set_ylabel(ylabel)
-        ax.set_xlabel("training step of the snapshot")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    _label_panels(axes, titles, ylabels, "training step of the snapshot")
     runs, batches = tokens["seed"].nunique(), tokens["batch"].nunique()
     caption = f"mean and 95% t-interval over {runs} seeds x {batches} batches"
     fig.suptitle(f"per-token estimators on fresh batches ({caption})", fontsize=11)
