@@ -23,7 +23,7 @@ REPO = Path(__file__).parents[2]
 
 TWO_SWEEPS = textwrap.dedent(
     """
-    import json, os, sys, time
+    import json, os, sys
     from pathlib import Path
     from grpo_lab import experiments, preset
     from grpo_lab.models import embedded
@@ -33,10 +33,9 @@ TWO_SWEEPS = textwrap.dedent(
 
 
     def counted_build(task, digits, path):
-        start = time.perf_counter()
         _build(task, digits, path)
         with (OUT / "builds.jsonl").open("a") as file:
-            file.write(json.dumps({"pid": os.getpid(), "seconds": time.perf_counter() - start}) + "\\n")
+            file.write(json.dumps({"pid": os.getpid()}) + "\\n")
 
 
     embedded.build = counted_build  # at import: every worker, which imports this script, counts too
@@ -53,11 +52,9 @@ TWO_SWEEPS = textwrap.dedent(
                       max_completion_length=8, val_size=8, eval_every=2, progress=False)
         report = {"pid": os.getpid(), "sweeps": []}
         for seed in (0, 1):
-            start = time.perf_counter()
             result = experiments.sweep(base, {"preset": ["grpo", "dr_grpo"]}, [seed], OUT / "runs",
                                        workers=2, progress=False, callbacks_factory=record_pid)
-            report["sweeps"].append({"wall": time.perf_counter() - start, "counts": result.counts(),
-                                     "run_seconds": float(result.runs["seconds"].sum())})
+            report["sweeps"].append({"counts": result.counts()})
         (OUT / "report.json").write_text(json.dumps(report))
     """
 )
@@ -85,8 +82,6 @@ def test_two_sweeps_in_a_script_on_a_cold_cache_build_once_use_the_pool_and_stay
     assert len(pids) >= 2 and report["pid"] not in pids  # every run trained in a pool worker
     for sweep in report["sweeps"]:
         assert sweep["counts"] == {"loaded": 0, "trained": 2, "failed": 0}
-    first = report["sweeps"][0]
-    assert first["wall"] <= builds[0]["seconds"] + first["run_seconds"] + 30  # no duplicate build waited on
 
 
 RECORD_PID = textwrap.dedent(
