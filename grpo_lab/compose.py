@@ -67,10 +67,14 @@ class FixedLogprobs:
     """(N, T, V) reference log-softmax, for the exact KL on small vocabularies"""
     prev: Tensor | None
     """previous step's policy, for the two-layer KL"""
+    old_from_sampler: bool = False
+    """the old log-probs are the sampler's own, kept while sampling: no forward pass made them"""
 
     @property
     def passes(self) -> int:
-        return sum(x is not None for x in (self.old, self.ref, self.prev))
+        """Forward passes made for these log-probs."""
+        old = self.old is not None and not self.old_from_sampler
+        return int(old) + sum(x is not None for x in (self.ref, self.prev))
 
 
 @dataclass
@@ -130,8 +134,8 @@ class Objective:
 
     @property
     def needs_old_logp(self) -> bool:
-        """Old log-probs need their own forward pass only when they can differ from the current ones
-        (several updates per batch) or are needed before the update (KL in the reward, IS correction)."""
+        """Old log-probs are needed only when they can differ from the current ones (several updates
+        per batch) or before the update (KL in the reward, IS correction)."""
         c = self.config
         several_updates = c.num_iterations > 1 or c.num_mini_batches > 1
         return several_updates or self.kl_in_reward or c.is_correction != "none"

@@ -2,6 +2,7 @@
 thing round-trips to JSON, and bad values fail in `__post_init__`, before any compute."""
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -202,7 +203,11 @@ class Config:
     eval_every: int = 25
     """steps between validation passes (also before the first update and after the last)"""
     val_size: int = 200
-    """validation prompts, greedy decoding"""
+    """validation prompts, greedy decoding (val/accuracy)"""
+    val_samples: int = 4
+    """completions per validation prompt sampled at the sampling temperature (val/sampled_accuracy); 0: off"""
+    val_sampled_size: int = 200
+    """validation prompts of the sampled accuracy: the task's first ones, as for the greedy accuracy"""
     grad_cos_every: int = 0
     """steps between measuring the cosine of loss components' gradients (a backward each); 0 disables"""
     checkpoint_every: int = 0
@@ -257,6 +262,12 @@ class Config:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
+@functools.cache
+def _hints() -> dict[str, Any]:
+    """Each field's type, resolved once (every `replace` and `from_dict` reads them)."""
+    return typing.get_type_hints(Config)
+
+
 def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(Config) if f.init]
 
@@ -277,7 +288,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def _parse_scalar(key: str, raw: str) -> Any:
-    hint = typing.get_type_hints(Config)[key]
+    hint = _hints()[key]
     if typing.get_origin(hint) is tuple:
         return [p for p in raw.split(",") if p] if raw else []
     if raw.lower() in ("none", "null") and type(None) in typing.get_args(hint):
@@ -286,7 +297,7 @@ def _parse_scalar(key: str, raw: str) -> Any:
 
 
 def _coerce(key: str, value: Any) -> Any:
-    hint = typing.get_type_hints(Config)[key]
+    hint = _hints()[key]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     optional = type(None) in typing.get_args(hint)
     try:
@@ -323,7 +334,7 @@ def _check_types(c: Config) -> None:
     for f in dataclasses.fields(c):
         if not f.init:
             continue
-        value, hint = getattr(c, f.name), typing.get_type_hints(Config)[f.name]
+        value, hint = getattr(c, f.name), _hints()[f.name]
         if typing.get_origin(hint) is tuple:
             kinds: tuple = (tuple,)
         else:
@@ -389,7 +400,7 @@ def validate(c: Config) -> None:
         "num_mini_batches",
     ):
         _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
-    for name in ("eval_every", "samples_every", "val_size", "lora_r"):
+    for name in ("eval_every", "samples_every", "val_size", "val_sampled_size", "lora_r"):
         _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
     for name in (
         "micro_batch_size",
@@ -397,6 +408,7 @@ def validate(c: Config) -> None:
         "torch_threads",
         "samples_per_log",
         "seed",
+        "val_samples",
     ):
         _check(getattr(c, name) >= 0, f"{name} must be >= 0, got {getattr(c, name)}")
     _check(c.temperature > 0, f"temperature must be > 0, got {c.temperature}")

@@ -290,7 +290,9 @@ class Sampler:
     """Which weights sample: the policy itself or, under fault injection, the policy of k updates
     ago (asynchronous lag) or a lower-precision copy (sampler-trainer mismatch)."""
 
-    def __init__(self, policy: torch.nn.Module, stale_k: int, dtype: str) -> None:
+    def __init__(
+        self, policy: torch.nn.Module, stale_k: int, dtype: str, suppresses_eos: bool = False
+    ) -> None:
         self.copy: torch.nn.Module | None = None
         if stale_k or dtype != "none":
             self.copy = copy.deepcopy(policy).eval().requires_grad_(False)
@@ -298,6 +300,7 @@ class Sampler:
             self.copy.to(getattr(torch, dtype))
         self.history: collections.deque[dict[str, Tensor]] = collections.deque(maxlen=stale_k + 1)
         self.stale = stale_k > 0
+        self.suppresses_eos = suppresses_eos
 
     def weights(self, policy: torch.nn.Module) -> torch.nn.Module:
         """The model to sample this step with (call once per step, before its update)."""
@@ -310,10 +313,18 @@ class Sampler:
         self.copy.load_state_dict(state)  # casts to the copy's precision
         return self.copy
 
-    def behaviour_logp(self, rollout: Rollout) -> Tensor | None:
-        """The old policy's log-probs (N, T) when the sampler is stale: an asynchronous trainer has
-        only the behaviour policy's; None otherwise (the trainer computes its own when needed)."""
-        return rollout.sampler_logp if self.stale else None
+    def behaviour_logp(self, rollout: Rollout, needed: bool) -> Tensor | None:
+        """The old policy's log-probs (N, T) from the sampler itself, or None when the trainer must
+        compute them. A stale sampler's are the only ones an asynchronous trainer has, needed or not.
+        When the sampler is the policy itself and its EOS is never suppressed, its log-probs are the
+        same computation as a forward pass of the policy (same weights, same temperature per row), so
+        that pass would buy nothing; a lower-precision copy or a suppressed EOS makes them differ, and
+        then the trainer recomputes them (`needed`: the objective uses the old log-probs at all)."""
+        if self.stale:
+            return rollout.sampler_logp
+        if needed and self.copy is None and not self.suppresses_eos:
+            return rollout.sampler_logp
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": list(self.history)}

@@ -82,12 +82,27 @@ def growth_stats(growth: Growth, group_sizes: Tensor) -> dict[str, float]:
     }
 
 
-def sampling_metrics(batch: Batch, rewards: Tensor, c: Config, step: int) -> dict[str, float]:
-    """Everything measured on the step's batch before training on it, with its shaped rewards (N,):
-    rewards and groups, each reward function, lengths and sampling, the faults injected, diversity
-    when due, and dynamic group size when on."""
+def correctness_lengths(lengths: Tensor, correct: list[bool]) -> dict[str, float]:
+    """Mean length of the correct and of the incorrect completions (N,) (NaN where there are none):
+    a length bias shows as incorrect answers growing longer than correct ones (Dr. GRPO's case)."""
+    hit = torch.tensor(correct, dtype=torch.bool, device=lengths.device)  # (N,)
+    right, wrong = lengths[hit].float(), lengths[~hit].float()
+    return {
+        "completions/correct_mean_length": float(right.mean()) if len(right) else math.nan,
+        "completions/incorrect_mean_length": float(wrong.mean()) if len(wrong) else math.nan,
+    }
+
+
+def sampling_metrics(
+    batch: Batch, rewards: Tensor, c: Config, step: int, correct: list[bool]
+) -> dict[str, float]:
+    """Everything measured on the step's batch before training on it, with its shaped rewards (N,)
+    and whether each completion is correct (`correct`, the task's check): rewards and groups, each
+    reward function, lengths (of correct and incorrect answers too) and sampling, the faults
+    injected, diversity when due, and dynamic group size when on."""
     scored = batch.scored
     out = {**group_stats(rewards, scored.groups), **reward_function_stats(scored.per_func)}
+    out.update(correctness_lengths(scored.rollout.lengths, correct))
     out.update(scored.fault_stats)
     out.update(
         batch_stats(

@@ -24,7 +24,7 @@ from grpo_lab.analysis.diagnostics import diagnose
 from grpo_lab.compose import FixedLogprobs, Objective, StepTensors
 from grpo_lab.config import Config, field_names
 from grpo_lab.devices import autocast, peak_memory_mb, pick_device
-from grpo_lab.evaluation import evaluate
+from grpo_lab.evaluation import evaluate, sampled_correct, sampling_seed
 from grpo_lab.faults import Sampler
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
@@ -210,7 +210,7 @@ class Trainer:
         self.ent_ctl = EntropyController.from_config(c)
         self.generator = torch.Generator(device).manual_seed(c.seed)
         self.fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's stream
-        self.sampler = Sampler(self.model, c.fault_stale_k, c.fault_sampler_dtype)
+        self.sampler = Sampler(self.model, c.fault_stale_k, c.fault_sampler_dtype, c.fault_long_frac > 0)
         self.reward_weights = c.reward_weights or (1.0,) * len(reward_names)
         self.sampling = Sampling(
             policy=self.model,
@@ -227,6 +227,7 @@ class Trainer:
             self._restore(saved)
         self.writer = self._open_run_log(c, resume)
         self.reward_names, self.val_set = tuple(reward_names), task.validation(c.val_size)
+        self.sampled_val_set = task.validation(c.val_sampled_size)
         self.exact = len(self.tok) <= EXACT_KL_MAX_VOCAB
         rows = read_metrics(self.out).to_dict("records") if self.step_index and self.out is not None else []
         self.rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop NaN fill of absent metrics
@@ -240,16 +241,34 @@ class Trainer:
         )
 
     def validate(self) -> dict[str, float]:
-        """Greedy decoding on the task's validation set: `val/accuracy` and `val/reward`."""
-        return evaluate(
+        """Validation at the current step: greedy decoding on the task's validation set
+        (`val/accuracy`, `val/reward`) and, with `val_samples` > 0, `val/sampled_accuracy`: the mean
+        correctness of `val_samples` completions per prompt on the first `val_sampled_size`
+        validation prompts, at the sampling temperature, from a generator seeded by the step alone
+        (the same stream for every arm and seed: `evaluation.sampling_seed`)."""
+        c = self.config
+        out = evaluate(
             self.model,
             self.tok,
             self.task,
             self.val_set,
-            max_new_tokens=self.config.max_completion_length,
+            max_new_tokens=c.max_completion_length,
             reward_names=self.reward_names,
             reward_weights=self.reward_weights,
         )
+        if c.val_samples:
+            hits = sampled_correct(
+                self.model,
+                self.tok,
+                self.task,
+                self.sampled_val_set,
+                samples=c.val_samples,
+                max_new_tokens=c.max_completion_length,
+                temperature=c.temperature * (self.tau().item() if self.tau is not None else 1.0),
+                seed=sampling_seed(self.step_index),
+            )  # (n, k)
+            out["val/sampled_accuracy"] = float(hits.float().mean())
+        return out
 
     def _check_rewards(self, task: Task, reward_names: Sequence[str]) -> None:
         """The reward functions exist, and scheme B's token-level return has token rewards to mix in."""
@@ -383,7 +402,8 @@ class Trainer:
         self.ent_ctl.update(row["entropy"])
 
         # 6. log
-        row.update(sampling_metrics(batch, rewards, c, step), **length_stats, **signal.stats)
+        correct = [self.task.is_correct(t, a) for t, a in zip(scored.completions, scored.answers)]
+        row.update(sampling_metrics(batch, rewards, c, step, correct), **length_stats, **signal.stats)
         row.update(update.stats(mask), **self._cost(fixed, t_step, t_sample, t_logprob, t_train))
         self._log(step, row, batch, rewards)
         self.step_index = step + 1
@@ -393,11 +413,13 @@ class Trainer:
         self, rollout: Rollout, chunks: list[Tensor], temperatures: Tensor, base_temps: Tensor
     ) -> FixedLogprobs:
         """The old policy's log-probs (only when they can differ from the current ones or are needed
-        before the update; a stale sampler's own under that fault), the reference's (only when the KL
+        before the update; the sampler's own when they are the same computation, and a stale
+        sampler's under that fault: `Sampler.behaviour_logp`), the reference's (only when the KL
         uses it) and the previous step's policy's (two-layer KL), which then becomes this policy."""
-        old = ref = ref_logsm = prev = None
+        ref = ref_logsm = prev = None
         with autocast(self.device):
-            old = self.sampler.behaviour_logp(rollout)  # (N, T) or None
+            old = self.sampler.behaviour_logp(rollout, self.objective.needs_old_logp)  # (N, T) or None
+            from_sampler = old is not None
             if old is None and self.objective.needs_old_logp:
                 old, _ = fixed_logprobs(self.model, rollout, chunks, temperatures, keep_logits=False)
             if self.config.uses_reference:
@@ -410,7 +432,7 @@ class Trainer:
                 self.prev_model.load_state_dict(
                     self.model.state_dict()
                 )  # next step's "previous" is this policy
-        return FixedLogprobs(old=old, ref=ref, ref_logsm=ref_logsm, prev=prev)
+        return FixedLogprobs(old=old, ref=ref, ref_logsm=ref_logsm, prev=prev, old_from_sampler=from_sampler)
 
     def _gradient_cosines(
         self, batch: Batch, rewards: Tensor, fixed: StepTensors, chunks: list[Tensor], entropy_coef: float

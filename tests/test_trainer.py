@@ -149,3 +149,47 @@ def test_grpo_learns_arith(embedded_arith_path):
         val = df["val/accuracy"].dropna()
         gains.append(val.iloc[-1] - val.iloc[0])
     assert min(gains) > 0.05 and sum(gains) / len(gains) > 0.08, gains
+
+
+def test_old_logprobs_are_the_samplers_own_and_match_a_recomputation(embedded_worked_path, monkeypatch):
+    """On the study base (several updates per batch, so the old log-probs are needed) no forward
+    pass makes them: they are the sampler's, and a recomputation by the policy agrees with them."""
+    from grpo_lab.studies.base import base
+
+    calls = []
+    original = trainer.fixed_logprobs
+    monkeypatch.setattr(trainer, "fixed_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    run = trainer.Trainer(base("full", steps=2, val_size=4, val_samples=0, eval_every=10))
+    row = run.step()
+    assert len(calls) == 1 and row["cost/forward_passes"] == 2 + 1  # two passes, one reference
+    rollout = trainer.sample_batch(
+        run.sampling, run.model, run.config, 1, run.config.temperature
+    ).scored.rollout
+    mask = rollout.completion_mask.bool()  # (N, T)
+    chunks = trainer.micro_batches(len(mask), 0)
+    temps = torch.full((len(mask),), run.config.temperature)  # (N,)
+    recomputed, _ = original(run.model, rollout, chunks, temps, keep_logits=False)  # (N, T)
+    gap = (recomputed - rollout.sampler_logp)[mask].abs().max()
+    assert mask.sum() > 100 and float(gap) < 1e-4
+
+
+@pytest.mark.parametrize(
+    "fault", [{"fault_sampler_dtype": "bfloat16"}, {"fault_long_frac": 0.5}], ids=["dtype", "long"]
+)
+def test_old_logprobs_are_recomputed_when_the_sampler_differs(tiny, fault, monkeypatch):
+    """A lower-precision sampler or a suppressed EOS makes the sampler's log-probs differ from the
+    policy's: the trainer then computes its own (a pass for the old and one for the reference)."""
+    df = train(tiny(num_iterations=2, **fault))
+    assert (df["cost/forward_passes"].dropna() == 2 + 2).all()
+    assert (train(tiny(num_iterations=2))["cost/forward_passes"].dropna() == 2 + 1).all()
+
+
+def test_sampled_validation_is_the_same_stream_for_every_seed_and_arm(tiny):
+    """val/sampled_accuracy before any update depends on the model and the step alone: two seeds
+    and two arms see the same prompts and samples; greedy accuracy is logged beside it."""
+    first = train(tiny(seed=0, steps=1, val_samples=3, val_sampled_size=16, eval_every=5))
+    other = train(tiny(seed=5, steps=1, val_samples=3, val_sampled_size=16, eval_every=5, kl_coef=0.0))
+    start = [df.dropna(subset=["val/sampled_accuracy"]).iloc[0] for df in (first, other)]
+    assert start[0]["val/sampled_accuracy"] == start[1]["val/sampled_accuracy"]
+    assert "val/accuracy" in first.columns
+    assert "val/sampled_accuracy" not in train(tiny(steps=1, val_samples=0)).columns
