@@ -7,18 +7,28 @@ the t-interval mean(d) +- t(1 - alpha/2, n - 1) sd(d) / sqrt(n); the minimum det
 level alpha and power 1 - beta is (t(1 - alpha/2, n - 1) + t(1 - beta, n - 1)) sd(d) / sqrt(n).
 A verdict compares the interval with a margin (the effect of interest): an interval above or below
 0 is a difference; one that contains 0 and lies within +-margin is "no difference larger than the
-margin"; anything else says only that the design could not tell."""
+margin"; anything else says only that the design could not tell. No verdict rests on fewer than
+MIN_SEEDS seeds or on a zero-width interval (`zero_width`). Adding seeds until an interval decides
+needs a group-sequential boundary: `grpo_lab.analysis.sequential`."""
 
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 ALPHA, POWER = 0.05, 0.8
 """the level of every test and the power the minimum detectable effect is computed for"""
 VERDICTS = ("better", "worse", "no difference > margin", "undecided", "too few seeds")
+MIN_SEEDS = 3
+"""the fewest paired seeds any verdict rests on: with 2 the t-interval has one degree of freedom, its
+standard deviation is one difference of two numbers, and two seeds that happen to agree give an
+interval of (nearly) zero width"""
+ZERO_WIDTH_RTOL = 1e-12
+"""an interval whose width is at most this fraction of its largest end (in absolute value) has zero
+width: its only width is the rounding of differences that were in fact equal"""
 
 
 @dataclass(frozen=True)
@@ -39,9 +49,16 @@ class Paired:
 
     def verdict(self, margin: float) -> str:
         """better / worse (interval above / below 0), 'no difference > margin' (interval inside
-        [-margin, margin]), 'undecided' (neither), 'too few seeds' (n < 2)."""
-        if self.n < 2 or not math.isfinite(self.low):
+        [-margin, margin]), 'undecided' (neither), 'too few seeds' (n < MIN_SEEDS).
+
+        A zero-width interval (every seed gave the same difference, sd 0: e.g. two arms whose scores
+        are identical because the mechanism under test never acted) is 'undecided': its width says
+        nothing about the spread of the difference over seeds, only that these few seeds agreed, so it
+        can neither exclude 0 nor show that the effect is within the margin."""
+        if self.n < MIN_SEEDS or not math.isfinite(self.low):
             return "too few seeds"
+        if zero_width(self.low, self.high):
+            return "undecided"
         if self.low > 0:
             return "better"
         if self.high < 0:
@@ -52,6 +69,13 @@ class Paired:
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+def zero_width(low: ArrayLike, high: ArrayLike) -> NDArray[np.bool_]:
+    """Whether each interval [low, high] has zero width, up to the rounding of ZERO_WIDTH_RTOL
+    (elementwise over arrays; NaN ends are not zero-width)."""
+    lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    return np.asarray(hi - lo <= ZERO_WIDTH_RTOL * np.maximum(np.abs(lo), np.abs(hi)))
 
 
 def mde_factor(n: int, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -78,13 +102,14 @@ def paired(treatment: pd.Series, control: pd.Series, confidence: float = 1 - ALP
 
 
 def seeds_needed(sd: float, mde: float, alpha: float = ALPHA, power: float = POWER, most: int = 200) -> int:
-    """The fewest seeds n >= 2 whose minimum detectable effect with paired sd `sd` is at most `mde`
-    (the t quantiles depend on n, so this iterates); `most` when even that many do not reach it."""
+    """The fewest seeds n >= MIN_SEEDS (the fewest a verdict rests on) whose minimum detectable effect
+    with paired sd `sd` is at most `mde` (the t quantiles depend on n, so this iterates); `most` when
+    even that many do not reach it."""
     if mde <= 0:
         raise ValueError(f"the target minimum detectable effect must be > 0, got {mde}")
     if sd == 0:
-        return 2
-    for n in range(2, most + 1):
+        return MIN_SEEDS
+    for n in range(MIN_SEEDS, most + 1):
         if mde_factor(n, alpha, power) * sd / math.sqrt(n) <= mde:
             return n
     return most

@@ -1,10 +1,11 @@
 """The verdict table: one row per scheme (against `grpo`) and per trick (its leave-one-out from all
-tricks on), computed from the runs alone: the paired effect on final validation accuracy with its 95%
-interval and minimum detectable effect, the stability figures relative to the reference, the cost
-multiple, the activity measure, and a verdict against the margin of interest (better / worse / no
-difference larger than the margin / undecided). It is the measured counterpart of the tricks
-review's table of difficulty, stability, performance, cost and recommendation (`docs/sources.md`,
-Tricks review §3.1). Reads run logs only."""
+tricks on), computed from the runs alone: the paired effect on the headline score
+(`analysis.scores.HEADLINE`) with its 95% interval and minimum detectable effect, both also as a
+fraction of what the reference learns over the run (its gain in the same score), the stability
+figures relative to the reference, the cost multiple, the activity measure, and a verdict against
+the margin of interest (better / worse / no difference larger than the margin / undecided). It is
+the measured counterpart of the tricks review's table of difficulty, stability, performance, cost
+and recommendation (`docs/sources.md`, Tricks review §3.1). Reads run logs only."""
 
 import math
 from collections.abc import Sequence
@@ -15,10 +16,12 @@ import pandas as pd
 from grpo_lab.analysis import stability
 from grpo_lab.analysis.activity import ACTIVITY, activity
 from grpo_lab.analysis.power import paired
+from grpo_lab.analysis.scores import GREEDY, HEADLINE
 
-MARGIN = 0.05
-"""the effect of interest on final validation accuracy (absolute): smaller differences are 'no
-difference' when the design can show it"""
+MARGIN_OF_GAIN = 0.15
+"""the effect of interest as a fraction of the reference's gain over the run in the headline score:
+smaller differences are 'no difference' when the design can show it, and every headline design is
+sized so that its MDE is at most this fraction of the gain"""
 COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
 STABILITY_COLUMNS = ("kl_volatility", "grad_spikes", "entropy_decay", "clip_rate", "reward_variance")
@@ -28,9 +31,11 @@ STABILITY_COLUMNS = ("kl_volatility", "grad_spikes", "entropy_decay", "clip_rate
 def run_scores(
     metrics: pd.DataFrame, configs: dict[str, dict], measured: dict[str, Sequence[str]], by: str = "label"
 ) -> pd.DataFrame:
-    """One row per run: `by`, seed, final validation accuracy (the last evaluation), mean step time,
-    every stability figure and, for each name in `measured[label]`, the activity measure of that
-    scheme or trick as column `activity:<name>` (`configs[label]`: the config dict of those runs)."""
+    """One row per run: `by`, seed, `score` (the headline score, `scores.HEADLINE`) and `start` (its
+    metric at the first evaluation, before any update), `greedy` (greedy accuracy over the same
+    window), `accuracy` (greedy accuracy at the last evaluation), mean step time, every stability
+    figure and, for each name in `measured[label]`, the activity measure of that scheme or trick as
+    column `activity:<name>` (`configs[label]`: the config dict of those runs)."""
     rows = []
     for (label, seed), run in metrics.groupby([by, "seed"], sort=False):
         val = run.dropna(subset=["val/accuracy"]).sort_values("step")
@@ -39,6 +44,9 @@ def run_scores(
             {
                 by: label,
                 "seed": seed,
+                "score": HEADLINE.of(run),
+                "start": HEADLINE.start(run),
+                "greedy": GREEDY.of(run),
                 "accuracy": float(val["val/accuracy"].iloc[-1]) if len(val) else np.nan,
                 "step_s": float(train["time/step_s"].mean()),
                 **{k: f.fn(run) for k, f in stability.STABILITY.items()},
@@ -76,28 +84,41 @@ def recommendation(verdict: str, cost: float, inert: bool) -> str:
     return "undecided: more seeds"
 
 
+def gain(scores: pd.DataFrame) -> float:
+    """What runs learn over their length in the headline score: the mean over `scores`' runs of
+    score minus start (NaN without runs)."""
+    learned = (scores["score"] - scores["start"]).dropna()
+    return float(learned.mean()) if len(learned) else math.nan
+
+
 def compare(
     scores: pd.DataFrame,
     arms: Sequence[tuple[str, str, str, str]],
     by: str = "label",
-    margin: float = MARGIN,
+    margin: float | None = None,
+    reference_gain: float | None = None,
 ) -> pd.DataFrame:
     """The verdict table. `arms` lists (row name, kind, treatment label, control label): a scheme
     is (name, "scheme", name, "grpo"); a trick in a leave-one-out is (name, "trick", "all",
     "-name"), so its effect is what switching it on adds to the other tricks. Effects are paired
-    over the seeds both labels have; the activity is measured in the treatment's runs, where the
-    mechanism is on."""
+    over the seeds both labels have, on the headline score; the activity is measured in the
+    treatment's runs, where the mechanism is on. `reference_gain` is what the reference method
+    learns over the run (default: the control's own gain, `gain`); `margin` defaults to
+    `MARGIN_OF_GAIN` times it, and `mde / gain` is the row's MDE over it."""
     by_label = {label: frame.set_index("seed") for label, frame in scores.groupby(by)}
     rows = []
     for name, kind, treatment, control in arms:
         if treatment not in by_label or control not in by_label:
             raise ValueError(f"row {name!r}: no runs for {treatment!r} or {control!r}")
         t, c = by_label[treatment], by_label[control]
-        effect = paired(t["accuracy"], c["accuracy"])
+        learned = gain(c) if reference_gain is None else reference_gain
+        row_margin = MARGIN_OF_GAIN * learned if margin is None else margin
+        effect = paired(t["score"], c["score"])
         column = f"activity:{name}"  # measured where the mechanism is on: the treatment's runs
         act = float(t[column].mean()) if column in t else math.nan
         cost = _paired_cost(t["step_s"], c["step_s"])
         inert = act == 0  # NaN: no measure for this row, not an inert one
+        verdict = effect.verdict(row_margin)
         rows.append(
             {
                 "row": name,
@@ -107,12 +128,15 @@ def compare(
                 "ci_low": effect.low,
                 "ci_high": effect.high,
                 "mde": effect.mde,
+                "gain": learned,
+                "mde / gain": effect.mde / learned if learned > 0 else math.nan,
+                "margin": row_margin,
                 **{f"{k} x": _ratio(t[k], c[k]) for k in STABILITY_COLUMNS},
                 "cost x": cost,
                 "activity": act,
                 "activity measure": ACTIVITY[name].what if name in ACTIVITY else "",
-                "verdict": effect.verdict(margin),
-                "recommendation": recommendation(effect.verdict(margin), cost, inert),
+                "verdict": verdict,
+                "recommendation": recommendation(verdict, cost, inert),
             }
         )
     return pd.DataFrame(rows)
@@ -125,7 +149,7 @@ def markdown(table: pd.DataFrame) -> str:
         f"{e:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         for e, lo, hi in zip(shown["effect"], shown["ci_low"], shown["ci_high"])
     ]
-    columns = ["row", "kind", "seeds", "effect (95% CI)", "mde"]
+    columns = ["row", "kind", "seeds", "effect (95% CI)", "mde", "mde / gain", "margin"]
     columns += [f"{k} x" for k in STABILITY_COLUMNS] + ["cost x", "activity", "verdict", "recommendation"]
     shown = shown[columns]
     header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"

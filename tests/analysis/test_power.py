@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from grpo_lab.analysis.power import mde_factor, paired, seeds_needed
+from grpo_lab.analysis.power import MIN_SEEDS, mde_factor, paired, seeds_needed, zero_width
 
 
 def test_paired_effect_uses_only_shared_seeds_and_the_differences():
@@ -33,8 +33,28 @@ def test_pairing_removes_the_between_seed_variance():
 
 
 def test_verdicts_worse_and_too_few():
-    assert paired(pd.Series({0: 0.1, 1: 0.2}), pd.Series({0: 0.5, 1: 0.61})).verdict(0.05) == "worse"
+    treatment, control = pd.Series({0: 0.1, 1: 0.2, 2: 0.15}), pd.Series({0: 0.5, 1: 0.61, 2: 0.57})
+    assert paired(treatment, control).verdict(0.05) == "worse"
+    assert paired(treatment[:2], control[:2]).verdict(0.05) == "too few seeds"  # 2 < MIN_SEEDS
     assert paired(pd.Series({0: 0.1}), pd.Series({0: 0.5})).verdict(0.05) == "too few seeds"
+
+
+def test_a_zero_width_interval_is_undecided():
+    """The smoke verdict table's scheme_a: identical scores give +0.000 [+0.000, +0.000], MDE 0, which
+    is no evidence of 'no difference > margin'; nor is a shift that is the same on every seed (exactly
+    or up to rounding) evidence of 'better' or 'worse'."""
+    scores = pd.Series({0: 0.52, 1: 0.2, 2: 0.7, 3: 0.33})
+    same = paired(scores, scores)
+    assert (same.low, same.high, same.mde) == (0.0, 0.0, 0.0)
+    assert same.verdict(0.05) == "undecided" and same.verdict(1.0) == "undecided"
+    assert paired(scores[:2], scores[:2]).verdict(0.05) == "too few seeds"
+    shifted = pd.Series({0: 0.22, 1: -0.1, 2: 0.4, 3: 0.03})  # 0.3 below, written by hand
+    rounded = paired(scores, shifted)
+    assert 0 < rounded.sd < 1e-15 and rounded.verdict(0.05) == "undecided"
+    exact = paired(scores, scores - 0.25)
+    assert exact.sd == 0 and exact.verdict(0.05) == "undecided"
+    assert bool(zero_width(0.0, 0.0)) and not zero_width(0.0, 1e-9) and not zero_width(math.nan, 1.0)
+    assert zero_width([0.3, 0.3], [0.3 + 1e-16, 0.31]).tolist() == [True, False]
 
 
 def test_mde_factor_matches_the_reference_values():
@@ -47,5 +67,6 @@ def test_mde_factor_matches_the_reference_values():
 def test_seeds_needed_reaches_the_target_and_no_fewer_do():
     n = seeds_needed(sd=0.06, mde=0.05)
     assert mde_factor(n) * 0.06 / math.sqrt(n) <= 0.05 < mde_factor(n - 1) * 0.06 / math.sqrt(n - 1)
+    assert seeds_needed(sd=0.0, mde=0.05) == seeds_needed(sd=1e-6, mde=0.05) == MIN_SEEDS
     with pytest.raises(ValueError, match="must be > 0"):
         seeds_needed(0.1, 0.0)

@@ -12,8 +12,10 @@ from grpo_lab.analysis import robustness
 def finals_frame() -> pd.DataFrame:
     rows = []
     for scheme, clean in (("grpo", [0.50, 0.52, 0.48]), ("scheme_a", [0.60, 0.62, 0.58])):
-        conditions = {("none", "none"): clean, ("fault_reward_sigma", "1.0"): [v - 0.3 for v in clean],
-                      ("fault_sampler_dtype", "bfloat16"): clean}  # fmt: skip
+        noisy = [v - 0.3 + d for v, d in zip(clean, (0.01, -0.01, 0.0))]  # about 0.3 lower on each seed
+        nearly = [v + d for v, d in zip(clean, (0.002, -0.001, 0.0))]  # within rounding of the clean run
+        conditions = {("none", "none"): clean, ("fault_reward_sigma", "1.0"): noisy,
+                      ("fault_sampler_dtype", "bfloat16"): nearly}  # fmt: skip
         for (fault, level), values in conditions.items():
             for seed, value in enumerate(values):
                 condition = robustness.condition_label(fault, level)
@@ -41,7 +43,7 @@ def test_robustness_table_starts_every_curve_at_the_clean_runs():
 def test_degradation_compares_each_condition_with_its_schemes_clean_runs():
     table = robustness.degradation(finals_frame(), "acc").set_index(["scheme", "condition"])
     assert table.loc[("grpo", "reward_sigma=1.0"), "diff"] == pytest.approx(-0.3)
-    assert table.loc[("grpo", "reward_sigma=1.0"), "verdict"] == "worse"  # every seed 0.3 lower
+    assert table.loc[("grpo", "reward_sigma=1.0"), "verdict"] == "worse"  # every seed about 0.3 lower
     assert table.loc[("scheme_a", "sampler_dtype=bfloat16"), "verdict"] == "no difference > margin"
     assert table.loc[("grpo", "reward_sigma=1.0"), "n"] == 3
     assert table.loc[("grpo", "reward_sigma=1.0"), "summary"].startswith("-0.300 [")

@@ -1,15 +1,15 @@
 """The verdict table from hand-made scores: paired effects, MDE, cost, activity, verdicts."""
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from grpo_lab.analysis import verdicts
 
 
-def scores(label, accuracy, step_s=1.0, **extra):
-    n = len(accuracy)
-    base = {"label": label, "seed": range(n), "accuracy": accuracy, "step_s": step_s}
+def scores(label, score, step_s=1.0, start=0.3, **extra):
+    """One row per seed of hand-made run scores; every run starts at `start` (before any update)."""
+    n = len(score)
+    base = {"label": label, "seed": range(n), "score": score, "start": start, "step_s": step_s}
     figures = {k: 1.0 for k in verdicts.STABILITY_COLUMNS}
     return pd.DataFrame({**base, **figures, **extra})
 
@@ -52,6 +52,18 @@ def test_a_trick_row_compares_all_on_with_that_trick_left_out():
     assert row["verdict"] == "no difference > margin" and row["recommendation"] == "no gain, no cost"
 
 
+def test_the_margin_and_the_mde_are_read_against_what_the_reference_learns():
+    """The control learns 0.3 over its runs (0.6 from 0.3): the margin is MARGIN_OF_GAIN of it, and
+    `mde / gain` the row's MDE over it; a given reference gain replaces the control's own."""
+    runs = pd.concat([scores("grpo", [0.58, 0.61, 0.60, 0.61]), scores("x", [0.59, 0.60, 0.62, 0.60])])
+    row = verdicts.compare(runs, [("x", "scheme", "x", "grpo")]).iloc[0]
+    assert row["gain"] == pytest.approx(0.3) and row["margin"] == pytest.approx(verdicts.MARGIN_OF_GAIN * 0.3)
+    assert row["mde / gain"] == pytest.approx(row["mde"] / 0.3)
+    small = verdicts.compare(runs, [("x", "scheme", "x", "grpo")], reference_gain=0.05).iloc[0]
+    assert small["margin"] == pytest.approx(verdicts.MARGIN_OF_GAIN * 0.05)
+    assert row["verdict"] == "no difference > margin" and small["verdict"] == "undecided"
+
+
 def test_missing_runs_are_an_error_and_markdown_has_a_row_each():
     with pytest.raises(ValueError, match="no runs for"):
         verdicts.compare(scores("grpo", [0.5, 0.6]), [("x", "scheme", "x", "grpo")])
@@ -60,4 +72,5 @@ def test_missing_runs_are_an_error_and_markdown_has_a_row_each():
         [("x", "scheme", "x", "grpo")],
     )
     text = verdicts.markdown(table)
-    assert text.count("\n") == 3 and "| x | scheme | 2 |" in text and np.isfinite(table["mde"]).all()
+    assert text.count("\n") == 3 and "| x | scheme | 2 |" in text
+    assert table.iloc[0]["verdict"] == "too few seeds"
