@@ -1,0 +1,153 @@
+"""The factorial screen of the training tricks: every trick of `presets.TRICKS` and group reward
+normalization as the 16 factors of a two-level fractional factorial design of resolution IV in 32
+runs, on the study base, replicated over seed blocks (every run of a block has the block's seed, so
+the block shares prompts and sampling streams).
+
+Leave-one-out spends each run on one effect: with r seeds a trick's effect is a paired difference
+of variance 2 sigma^2 / r. Here every run informs every main effect (mean score with the factor on
+minus off, variance 4 sigma^2 / N over N runs), and at resolution IV no main effect is aliased with a
+two-factor interaction (Box, Hunter & Hunter, "Statistics for Experimenters", 2nd ed., ch. 6). Under
+the full profile the design runs 32 runs x 3 seed blocks (`FULL`), and the main effects rest on the
+pooled residual variance of the 96 runs (`analysis.factorial`). The smoke profile runs the same 32
+runs in one block of its few steps. Design -> runs -> measures -> table and figure:
+
+- `FACTORS`, `design`: the factors and the 32 labelled configurations (seeds set later);
+- `run`: trains or loads the design over the profile's seed blocks through the run store;
+- `scores`, `main_effects`, `aliases`, `report`: a score per run, the main effects with intervals,
+  MDEs and verdicts (`analysis.factorial`), the alias structure;
+- `figure`: the main effects as a forest plot."""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from grpo_lab.analysis import factorial
+from grpo_lab.analysis.scores import HEADLINE, Score
+from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, gain
+from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments.designs import Component, Point, factorial_aliases, factorial_points
+from grpo_lab.presets import TRICKS
+from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies import paired
+from grpo_lab.studies.base import base
+
+GROUP_REWARD_NORM: Component = ({"advantage": "grpo"}, {"advantage": "dr_grpo"})
+"""grpo's std scaling of the group advantage: on is grpo's advantage, off the mean-centred advantage
+without std scaling of Dr. GRPO (its `advantage` alone: its aggregation and KL are not part of it)"""
+FACTORS: dict[str, Component] = {**TRICKS, "group_reward_norm": GROUP_REWARD_NORM}
+"""the 16 factors of the screen: name -> the config changes that switch it on (or an (on, off) pair)"""
+FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=10)
+"""under the full profile: 3 seed blocks (each replicates the 32 runs) of 100 steps, validated every
+10 steps (the headline score's run): with the pooled variance the score pilot's run-to-run sd puts
+every main effect's MDE within 0.15 of grpo's gain (`docs/studies.md`, "The headline score")"""
+SMOKE_SEEDS = (0,)
+"""the seed block under any other profile: the whole design once"""
+SMOKE_STEPS = 2
+"""the steps of each run under any other profile: the 32 runs exercise every factor in seconds"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The screen's profile: `FULL` under the full profile, one block (`SMOKE_SEEDS`) of
+    `SMOKE_STEPS` steps otherwise; `seeds` and `steps` as the notebook sets them win."""
+    full = profile == "full"
+    chosen_seeds = seeds if seeds is not None or full else SMOKE_SEEDS
+    return FULL.settings(profile, chosen_seeds, steps if steps is not None or full else SMOKE_STEPS)
+
+
+def design(settings: Profile, factors: Mapping[str, Component] = FACTORS, **changes: Any) -> list[Point]:
+    """The resolution IV design of `factors` over the study base (`changes` apply to every run):
+    32 points for the 16 `FACTORS`, labelled 'r01' ... 'r32', each with its factor -> on/off values."""
+    return factorial_points(base(settings, **changes), factors, resolution=4)
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) the design over the profile's seed blocks into `root` (default: the profile's
+    run store); a failed run is an error, as a missing run would unbalance its block. `options` as
+    for `experiments.run_design`."""
+    return paired.run(points, settings, root, **options)
+
+
+def scores(
+    result: SweepResult, score: Score = HEADLINE, factors: Sequence[str] = tuple(FACTORS)
+) -> pd.DataFrame:
+    """A row per run: `run` (its label), `seed` (its block), a bool column per factor, `score`
+    (`score.of` the run's metrics: NaN where the run did not log the score's metric, which
+    `main_effects` refuses) and `start` (the metric at the first evaluation, before any update)."""
+    names = list(factors)
+    missing = [f for f in names if f not in result.metrics.columns]
+    if missing:
+        raise ValueError(
+            f"the runs have no column for factor(s) {missing}: are they the runs of a factorial design "
+            f"of these factors? Columns: {list(result.metrics.columns)[:20]}"
+        )
+    rows = []
+    for (label, seed), metrics in result.metrics.groupby(["label", "seed"], sort=False):
+        first = metrics.iloc[0]
+        values = {f: bool(first[f]) for f in names}
+        rows.append(
+            {"run": label, "seed": seed, **values, "score": score.of(metrics), "start": score.start(metrics)}
+        )
+    scored = pd.DataFrame(rows, columns=["run", "seed", *names, "score", "start"])
+    return scored.astype({f: bool for f in names})
+
+
+def main_effects(
+    scored: pd.DataFrame, margin: float | None = None, factors: Sequence[str] = tuple(FACTORS)
+) -> pd.DataFrame:
+    """The main effect of every factor on the score, combined over the seed blocks, with its 95%
+    interval, MDE and verdict against `margin` (`analysis.factorial.main_effects`). `margin` defaults
+    to `MARGIN_OF_GAIN` times what the runs learn (`analysis.verdicts.gain`: the mean over every run
+    of the design, the average configuration, of its score minus its start), the effect of interest
+    of every verdict table; the `gain` column gives it."""
+    learned = gain(scored)
+    chosen = MARGIN_OF_GAIN * learned if margin is None else margin
+    return factorial.main_effects(scored, chosen, factors).assign(gain=learned)
+
+
+def aliases(factors: Mapping[str, Component] = FACTORS) -> pd.DataFrame:
+    """The alias structure of the screen's design: no main effect aliased with a two-factor
+    interaction, and the 2FIs in 15 chains of 8."""
+    return factorial_aliases(factors, resolution=4)
+
+
+def report(table: pd.DataFrame, factors: Mapping[str, Component] = FACTORS) -> str:
+    """The main-effects table with the design's alias structure, as printable text."""
+    return factorial.report(table, aliases(factors))
+
+
+def figure(table: pd.DataFrame, score: Score = HEADLINE, setting: str = "") -> plt.Figure:
+    """The main effects with their 95% intervals (bars), the MDE (grey band around 0 per row) and the
+    table's margin (dotted); the caption says what the score averages, over what window, on how many runs and
+    blocks and which variance the intervals rest on. `setting` says what the runs were (steps)."""
+    rows = table.iloc[::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 2))
+    y = np.arange(len(rows))
+    mde = rows["mde"].clip(upper=1)
+    ax.barh(y, 2 * mde, left=-mde, color="0.9", label="± MDE")
+    for yi, r in zip(y, rows.itertuples()):
+        if np.isfinite(r.ci_low):
+            ax.errorbar(r.effect, yi, xerr=[[r.effect - r.ci_low], [r.ci_high - r.effect]], fmt="none",
+                        ecolor=paired.VERDICT_COLORS.get(r.verdict, "0.4"), capsize=3)  # fmt: skip
+        ax.plot(r.effect, yi, "o", color=paired.VERDICT_COLORS.get(r.verdict, "0.4"))
+    ax.axvline(0, color="k", lw=0.8)
+    margin = float(table["margin"].iloc[0])
+    for x in (-margin, margin):
+        ax.axvline(x, color="k", lw=0.8, ls=":")
+    ax.set_yticks(y, list(rows["factor"]))
+    ax.set_xlabel("main effect: mean score with the factor on minus off (95% t-interval)")
+    runs, blocks = int(table["runs"].max()), int(table["seeds"].max())
+    variance = f"{table['variance'].iloc[0]}, {int(table['df'].iloc[0])} df"
+    ax.set_title(
+        f"factorial screen (resolution IV){'; ' + setting if setting else ''}: {runs} runs in {blocks} seed "
+        f"block(s) of {runs // max(blocks, 1)}\nscore: {score.caption()}\n"
+        f"variance of the intervals: {variance}; grey: ± MDE (power 0.8); dotted: ± margin {margin:.3g}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig
