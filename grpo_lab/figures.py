@@ -1,21 +1,29 @@
 """`grpo-lab figures`: execute every notebook headlessly with papermill; their cells write figures/.
-Then the index of the figures (figures/README.md under the full profile) is built from what the
-executions produced: each executed notebook's papermill record (parameters, start and end times),
-the profile it resolved (the `Profile(...)` it displayed), the commit it ran on, and the PNGs in
-figures/ written while it ran."""
+Before any notebook runs, the plan of the profile (`grpo_lab.plan`: runs per notebook, how many are
+stored, the core-hours of the rest) is printed; while the notebooks run, a line per finished run with
+the estimated time left, read from the run store. Then the index of the figures (figures/README.md
+under the full profile) is built from what the executions produced: each executed notebook's
+papermill record (parameters, start and end times), the profile it resolved (the `Profile(...)` it
+displayed), the commit it ran on, and the PNGs in figures/ written while it ran."""
 
 import ast
+import contextlib
 import datetime
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_lab.analysis.plots import project_root
+
+if TYPE_CHECKING:
+    from grpo_lab.plan import Progress
 
 INDEX = "README.md"
 """the index of figures/ written by the full profile (other profiles write theirs into executed/)"""
@@ -24,28 +32,73 @@ PROFILE_REPR = re.compile(
 )
 CLOCK_SLACK_S = 1.0
 """tolerance between the file system's and papermill's clocks when matching a figure to a notebook"""
+PROGRESS_EVERY_S = 10.0
+"""how often the run store is read for finished runs while the notebooks execute"""
 
 
 def notebooks(only: list[str] | None = None, root: Path | None = None) -> list[Path]:
+    """The numbered notebooks under `root`/notebooks, in execution order; with `only`, those named
+    (by stem, e.g. '03_schemes', or by number, '03'). A name that matches none is an error naming
+    the valid ones."""
     found = sorted(((root or project_root()) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        found = [p for p in found if p.stem in only or p.stem.split("_", 1)[0] in only]
-        if not found:
-            raise ValueError(f"no notebook matches {only}")
-    return found
+    if not only:
+        return found
+    unknown = [n for n in only if not any(n in (p.stem, p.stem.split("_", 1)[0]) for p in found)]
+    if unknown:
+        raise ValueError(f"no notebook matches {unknown}; valid: {', '.join(p.stem for p in found)}")
+    return [p for p in found if p.stem in only or p.stem.split("_", 1)[0] in only]
 
 
 def regenerate(profile: str = "full", only: list[str] | None = None, root: Path | None = None) -> list[str]:
-    """Run the notebooks with `profile`; executed copies go to notebooks/executed/, stamped with the
-    commit they ran on; then write the index of figures (`write_index`). Returns the failures."""
-    import papermill
+    """Print the plan of `profile` (`grpo_lab.plan`), then run the notebooks with it, printing a line
+    per finished run with the time left (`watch`); executed copies go to notebooks/executed/,
+    stamped with the commit they ran on; then write the index of figures (`write_index`). Returns
+    the failures."""
+    from grpo_lab.plan import Progress, plan
 
     root = root or project_root()
+    planned = plan(profile, only, root=root)
+    print(planned.format(), flush=True)
+    with watch(Progress(planned)):
+        failures = _execute(profile, notebooks(only, root), root)
+    print(f"index of figures: {write_index(root, profile)}")
+    return failures
+
+
+@contextlib.contextmanager
+def watch(progress: "Progress", every: float = PROGRESS_EVERY_S) -> Iterator[None]:
+    """While the block runs, print every `every` seconds, from a daemon thread, the lines of
+    `progress.poll()` (each run that ended and the time left); once more when the block ends."""
+    stop = threading.Event()
+
+    def report() -> None:
+        for line in progress.poll():
+            print(line, flush=True)
+
+    def loop() -> None:
+        while not stop.wait(every):
+            report()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        report()
+
+
+def _execute(profile: str, paths: list[Path], root: Path) -> list[str]:
+    """Execute each notebook of `paths` with `profile` into notebooks/executed/, each stamped with
+    the commit; returns the names of those that failed (every notebook runs)."""
+    import papermill
+
     executed = root / "notebooks" / "executed"
     executed.mkdir(parents=True, exist_ok=True)
     commit = git_commit(root)
     failures = []
-    for nb in notebooks(only, root):
+    for nb in paths:
         start = time.perf_counter()
         try:
             papermill.execute_notebook(
@@ -61,7 +114,6 @@ def regenerate(profile: str = "full", only: list[str] | None = None, root: Path 
             print(f"{nb.name}: FAILED ({type(err).__name__}: {str(err)[:500]})", file=sys.stderr)
         if (executed / nb.name).exists():
             stamp(executed / nb.name, commit)
-    print(f"index of figures: {write_index(root, profile)}")
     return failures
 
 

@@ -1,9 +1,12 @@
 """Notebook profiles: 'smoke' runs every cell in seconds (CI); 'full' makes the figures.
-Each notebook states its own full-profile budget (steps, seeds, validation prompts) when it calls
-`profile`, and displays the `Profile` it resolved: the index of figures (`grpo_lab.figures`) reads the
-settings of every figure from it, so a study's runs must take their settings from that profile."""
+Each study module states its own full-profile budget (`Budget`: seeds, steps, validation interval and
+prompts) as a module constant and resolves it with `Budget.settings`; the notebook displays the
+`Profile` it resolved, and the index of figures (`grpo_lab.figures`) reads the settings of every
+figure from that display, so a study's runs must take their settings from that profile. The planner
+(`grpo-lab plan`) resolves the same budgets, so it counts the runs the notebooks will ask for."""
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_lab.analysis.plots import project_root
@@ -39,25 +42,50 @@ PROFILES = {
 
 def profile(
     name: str,
-    seeds: list[int] | None = None,
+    seeds: Sequence[int] | None = None,
     steps: int | None = None,
     full_steps: int | None = None,
     eval_every: int | None = None,
     val_size: int | None = None,
+    full_seeds: Sequence[int] | None = None,
 ) -> Profile:
-    """A profile by name, with the notebook's own seeds or steps when it sets them. `full_steps` is
-    the notebook's budget under the full profile (the smoke profile keeps its few steps);
-    `eval_every` overrides the profile's validation interval under the full profile; `val_size` caps
-    the validation prompts (a smaller held-out set for a study's many short runs; never more than the
-    profile's own)."""
+    """A profile by name, with the notebook's own seeds or steps when it sets them. `full_steps` and
+    `full_seeds` are the study's budget under the full profile (the smoke profile keeps its few steps
+    and seeds); `eval_every` overrides the profile's validation interval under the full profile;
+    `val_size` caps the validation prompts (a smaller held-out set for a study's many short runs;
+    never more than the profile's own)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
     base = PROFILES[name]
-    default_steps = full_steps if name == "full" and full_steps is not None else base.steps
+    full = name == "full"
+    default_seeds = tuple(full_seeds) if full and full_seeds is not None else base.seeds
     return Profile(
         base.name,
-        tuple(seeds) if seeds is not None else base.seeds,
-        steps if steps is not None else default_steps,
-        eval_every if name == "full" and eval_every is not None else base.eval_every,
+        tuple(seeds) if seeds is not None else default_seeds,
+        steps if steps is not None else (full_steps if full and full_steps is not None else base.steps),
+        eval_every if full and eval_every is not None else base.eval_every,
         base.val_size if val_size is None else min(base.val_size, val_size),
     )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A study's budget under the full profile: the module constant its `settings` resolves. Studies
+    that ask for the same runs (02 and 12, 03 and 12, 06 and 09) resolve the same constant, so their
+    runs stay shared through the store (`Profile.runs_dir()`)."""
+
+    seeds: tuple[int, ...]
+    """paired seeds per configuration"""
+    steps: int
+    """training steps per run"""
+    eval_every: int | None = None
+    """steps between validation passes; None: validate only before the first and after the last
+    update, under every profile (a study whose outcome is the final validation)"""
+    val_size: int | None = None
+    """validation prompts at most (None: the profile's)"""
+
+    def settings(self, name: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+        """The profile `name` with this budget under the full profile (the smoke profile keeps its own
+        few seeds, steps and prompts); `seeds` and `steps` as the notebook sets them win."""
+        chosen = profile(name, seeds, steps, self.steps, self.eval_every, self.val_size, self.seeds)
+        return replace(chosen, eval_every=chosen.steps) if self.eval_every is None else chosen

@@ -4,6 +4,7 @@ on a fake project; and `regenerate` end to end on a tiny real notebook."""
 import datetime
 import json
 import os
+import time
 from pathlib import Path
 
 import nbformat
@@ -141,3 +142,29 @@ def test_regenerate_runs_a_notebook_and_indexes_its_figure(tmp_path):
     text = (tmp_path / "figures" / "README.md").read_text()
     assert "## 05_line" in text and "[05_line_full.png](05_line_full.png)" in text
     assert "`profile='full'`" in text and "commit: `unknown`" in text
+
+
+def test_notebooks_name_the_valid_ones_when_one_does_not_match():
+    assert [p.stem for p in figures.notebooks(["01", "03_schemes"])] == ["01_baseline", "03_schemes"]
+    with pytest.raises(ValueError, match=r"no notebook matches \['99'\]; valid: 01_baseline, 02_ablations"):
+        figures.notebooks(["01", "99"])
+
+
+class Ticking:
+    """A progress that has one line ready at each poll."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def poll(self) -> list[str]:
+        self.polls += 1
+        return [f"line {self.polls}"]
+
+
+def test_watch_prints_the_progress_while_the_block_runs_and_once_at_the_end(capsys):
+    progress = Ticking()
+    with figures.watch(progress, every=0.01):
+        while progress.polls < 2:
+            time.sleep(0.005)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"line {i}" for i in range(1, progress.polls + 1)] and len(lines) >= 3

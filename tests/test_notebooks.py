@@ -2,10 +2,13 @@
 error and the notebook writes its figure."""
 
 import json
+import re
 import time
 from pathlib import Path
 
 import pytest
+
+from grpo_lab.figures import _assignments
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -13,6 +16,27 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 def test_there_are_notebooks():
     assert NOTEBOOKS
+
+
+STUDIES = [p for p in NOTEBOOKS if p.stem != "10_playground"]
+"""the notebooks of a study module (the playground is a live session, not a study)"""
+TIMING = re.compile(r"\d\s*(s|seconds?|min|minutes?|h|hours?)\b|\b(an?|about) (hour|minute)")
+"""a measured time: a number with a unit of time, or 'about an hour'"""
+
+
+@pytest.mark.parametrize("notebook", STUDIES, ids=lambda p: p.stem)
+def test_parameters_cells_leave_budgets_and_timings_to_the_modules(notebook):
+    """A parameters cell sets the profile, seeds=None and steps=None (the study module's budget) and
+    what a user tweaks, never a list or dict of what the study compares (a copy would drift from the
+    module's, and runs shared with another notebook would silently stop being shared) nor a measured
+    time (it goes stale: docs/studies.md, Timings; `grpo-lab plan` gives the current ones)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    (source,) = ["".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", [])]
+    values = _assignments(source)
+    assert (values["profile"], values["seeds"], values["steps"]) == ("smoke", None, None)
+    copied = {k: v for k, v in values.items() if isinstance(v, (list, tuple, dict)) and v}
+    assert not copied, f"{notebook.name}: lists or dicts in the parameters cell: {sorted(copied)}"
+    assert not TIMING.search(source), f"{notebook.name}: a timing in the parameters cell"
 
 
 @pytest.mark.slow

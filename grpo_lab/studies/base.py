@@ -7,7 +7,10 @@ It is GRPO set up as a test bed where every mechanism the studies compare can ac
 - long, variable answers: the `worked` task, whose completions run from 4 to about 45 tokens and can
   grow or shrink under training, gives the length tricks something to reshape;
 - grpo's own learning rate: two passes of four mini-batches (eight optimizer steps per batch) are
-  enough for the clip to bind on more than 1% of the tokens.
+  enough for the clip to bind on more than 1% of the tokens;
+- 8 prompts x 8 completions, so each optimizer step sees two whole groups: with one group per
+  mini-batch (4 prompts) the step costs half as much but the run learns a fifth as much in the
+  headline score (`docs/studies.md`, "A cheaper step").
 A study changes only what it compares; everything else is this base."""
 
 from typing import Any
@@ -19,6 +22,8 @@ from grpo_lab.profiles import PROFILES, Profile
 TEST_BED: dict[str, Any] = {
     "task": "worked",
     "max_completion_length": 48,
+    "prompts_per_step": 8,
+    "group_size": 8,
     "num_mini_batches": 4,
     "num_iterations": 2,
 }
@@ -30,13 +35,18 @@ the full profile, the figures and the activity test use the base's own batch"""
 
 def base(profile: str | Profile = "full", name: str = "grpo", **changes: Any) -> Config:
     """The study base under `profile` (a name or a `Profile`): the preset `name` (a method compared
-    on the test bed) with `TEST_BED`, the profile's steps, validation interval and size, no progress
+    on the test bed) with `TEST_BED`, the profile's steps, validation interval and size (for the
+    greedy and the sampled accuracy alike), no progress
     bar (and `QUICK_BATCH` under a profile other than the full one), then `changes`. Equal arguments
     give equal configs, so studies that ask for the same runs share them through the run store
     (`Profile.runs_dir()`)."""
     settings = _profile(profile)
     profile_fields = dict(
-        steps=settings.steps, eval_every=settings.eval_every, val_size=settings.val_size, progress=False
+        steps=settings.steps,
+        eval_every=settings.eval_every,
+        val_size=settings.val_size,
+        val_sampled_size=settings.val_size,
+        progress=False,
     )
     quick = QUICK_BATCH if settings.name != "full" else {}
     return preset(name, **{**TEST_BED, **quick, **profile_fields, **changes})

@@ -1,16 +1,19 @@
 """The baseline study (notebook 01): the study base (`studies.base`, GRPO on the test bed) trained
 over several seeds, its training and validation curves and a summary table of its final values. Every
 other study compares against these runs; they share the run store with any study that asks for the
-same configuration."""
+same configuration. `settings` / `design` / `run`, then `summary` and `figure`."""
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab import experiments, profiles
 from grpo_lab.analysis import plots, stats
+from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies.base import base
 
 CURVES = (
@@ -27,21 +30,31 @@ SUMMARY = ("val/accuracy", "val/reward", "reward", "kl/exact", "entropy", "compl
 """the metrics of the summary table (each run's last logged value)"""
 SMOOTH = 5
 """training metrics are drawn as a trailing mean over this many logged steps (validation never is)"""
+FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=10)
+"""under the full profile: 3 seeds of 100 steps, validated every 10 steps (the schemes' grpo runs)"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> profiles.Profile:
-    """The profile's own steps, validation interval and size; `seeds` and `steps` as the notebook sets."""
-    return profiles.profile(profile, list(seeds) if seeds is not None else None, steps)
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+    `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
 
 
-def run(settings: profiles.Profile) -> pd.DataFrame:
-    """Train (or load from the shared store) the study base over the profile's seeds, the seeds in
-    parallel in the process pool (one torch thread each): a row per run and logged step."""
-    design = [Point("grpo", {}, base(settings))]
-    return experiments.run_design(design, settings.seeds, root=settings.runs_dir(), progress=False).metrics
+def design(settings: Profile) -> list[Point]:
+    """The study base alone, labelled 'grpo'."""
+    return [Point("grpo", {}, base(settings))]
 
 
-def figure(metrics: pd.DataFrame, settings: profiles.Profile) -> plt.Figure:
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) the design over the profile's seeds into `root` (default: the shared store),
+    the seeds in parallel in the process pool (one torch thread each). `options` as for
+    `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+
+
+def figure(metrics: pd.DataFrame, settings: Profile) -> plt.Figure:
     """One panel per metric of `CURVES`: mean and 95% interval over the seeds."""
     config = base(settings)
     title = f"study base: {config.preset} on {config.task}, {settings.steps} steps"

@@ -6,7 +6,11 @@ metrics, the verdict table and its figure read run logs only and live in `analys
 Every quantitative claim is tested at the number its document states (a claim's `reading` says how
 a stated number becomes a region where a choice was needed); the claims the lab cannot test are in
 `UNTESTABLE`, with the reason. Each `source` names the document and section, e.g. "Tricks review
-§2.1 Length normalization"."""
+§2.1 Length normalization".
+
+The study has two designs on two settings (training claims on the short runs of `sensitivity`, cost
+claims on the timed runs of `cost`), so `settings` and `design` return dicts keyed by 'training' and
+'cost' and `run` returns the runs of both (`Runs`); then `scores` and `figure`."""
 
 import itertools
 import math
@@ -15,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab import profiles
+from grpo_lab.analysis import claims as analysis_claims
 from grpo_lab.analysis.claims import (
     CRASH_STEPS,
     KL_BOUND,
@@ -36,6 +41,7 @@ from grpo_lab.analysis.claims import (
 from grpo_lab.experiments import run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
+from grpo_lab.profiles import Profile
 from grpo_lab.studies import cost, sensitivity
 
 FAILURE_GRID = {"learning_rate": (1e-4, 1e-3), "kl_coef": (0.01, 0.2)}
@@ -425,10 +431,9 @@ def catalogue(profile: str) -> tuple[Claim, ...]:
 
 def settings(
     profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
-) -> dict[str, profiles.Profile]:
+) -> dict[str, Profile]:
     """The profile of each design: 'training', the short-run profile of `sensitivity` (`steps`
     overrides its steps, so 06's runs are reused); 'cost', the profile of `cost` (08's runs)."""
-    seeds = list(seeds) if seeds is not None else None
     return {"training": sensitivity.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
 
 
@@ -439,38 +444,73 @@ def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
     return {arm: [{**overrides, **combo} for combo in combos] for arm, overrides in claim.arms().items()}
 
 
-def scores(
-    claims: Sequence[Claim], settings: Mapping[str, profiles.Profile], root: str | Path, **options: Any
-) -> pd.DataFrame:
-    """Run (or load) every configuration the claims need and score each run: one row per claim, arm
-    and seed with the claim's metric (over a grid: the mean over the arm's configurations of that
-    seed). `settings` (from `settings`) gives each design's profile. Training configurations use
-    `sensitivity`'s base and run in a pool (`options` as for `experiments.run_design`); a failed run
-    scores `ON_FAILURE` on the metrics that measure failing, and has no score otherwise. Cost
-    configurations use `cost`'s base and are timed one after the other by `cost.measure`."""
-    unknown = sorted({c.design for c in claims} - set(settings))
+def design(settings: Mapping[str, Profile], claims: Sequence[Claim] | None = None) -> dict[str, list[Point]]:
+    """Design -> the points of every configuration the claims (default: the profile's `catalogue`)
+    need there, on that design's base (`sensitivity`'s for 'training', `cost`'s for 'cost'), each
+    labelled by its overrides (`arm_label`); a design no claim uses has no points."""
+    chosen = catalogue(settings["training"].name) if claims is None else claims
+    unknown = sorted({c.design for c in chosen} - set(settings))
     if unknown:
         raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
     bases = {"training": sensitivity.base_config, "cost": cost.base_config}
-    runs, failed = {}, set()
-    for design, make_base in bases.items():
-        wanted = [c for c in claims if c.design == design]
+    designs: dict[str, list[Point]] = {name: [] for name in bases}
+    for name, make_base in bases.items():
+        wanted = [c for c in chosen if c.design == name]
         if not wanted:
             continue
-        base = make_base(settings[design])
-        arms = [o for c in wanted for arm in configurations(c).values() for o in arm]
-        points = [Point(label, {}, base.replace(**o)) for label, o in {arm_label(o): o for o in arms}.items()]
-        runs[design], lost = _run(design, points, settings[design], root, options)
-        failed |= lost
+        base = make_base(settings[name])
+        arms = {arm_label(o): o for c in wanted for arm in configurations(c).values() for o in arm}
+        designs[name] = [Point(label, {}, base.replace(**o)) for label, o in arms.items()]
+    return designs
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The runs of the claims' designs."""
+
+    metrics: dict[str, pd.DataFrame]
+    """design -> the tidy metrics of its runs (label, seed, then a row per step)"""
+    failed: frozenset[tuple[str, int]]
+    """(label, seed) of the training runs that failed"""
+
+
+def run(
+    designs: Mapping[str, Sequence[Point]],
+    settings: Mapping[str, Profile],
+    root: str | Path | None = None,
+    **options: Any,
+) -> Runs:
+    """Train (or load) every design over its profile's seeds into `root` (default: each profile's
+    run store). Training configurations run in the pool (`options` as for
+    `experiments.run_design`), failures recorded; cost configurations are timed one after the other
+    in this process by `cost.run`."""
+    metrics, failed = {}, set()
+    for name, points in designs.items():
+        if not points:
+            continue
+        where = settings[name].runs_dir() if root is None else root
+        if name == "cost":
+            metrics[name] = cost.run(points, settings[name], where)
+            continue
+        result = run_design(points, settings[name].seeds, where, **options)
+        metrics[name] = result.metrics
+        failed |= set(zip(result.failures["label"], result.failures["seed"]))
+    return Runs(metrics, frozenset(failed))
+
+
+def scores(claims: Sequence[Claim], runs: Runs, settings: Mapping[str, Profile]) -> pd.DataFrame:
+    """Each run's score on its claim's metric: one row per claim, arm and seed (over a grid: the
+    mean over the arm's configurations of that seed). A failed run scores `ON_FAILURE` on the
+    metrics that measure failing, and has no score otherwise."""
     rows = []
     for claim in claims:
         metric = RUN_METRICS.get(claim.metric)
-        by_label = dict(list(runs[claim.design].groupby(["label", "seed"])))
+        by_label = dict(list(runs.metrics[claim.design].groupby(["label", "seed"])))
         for arm, overrides in configurations(claim).items():
             for seed in settings[claim.design].seeds:
                 values = []
                 for label in map(arm_label, overrides):
-                    if (label, seed) in failed:
+                    if (label, seed) in runs.failed:
                         values.append(ON_FAILURE.get(claim.metric, math.nan))
                     elif (label, seed) in by_label:
                         values.append(metric(by_label[(label, seed)]))
@@ -479,11 +519,6 @@ def scores(
     return pd.DataFrame(rows, columns=["claim", "arm", "seed", "score"])
 
 
-def _run(
-    design: str, points: list[Point], settings: profiles.Profile, root: str | Path, options: Mapping[str, Any]
-) -> tuple[pd.DataFrame, set[tuple[str, int]]]:
-    """The metrics of the design's runs and the (label, seed) of those that failed."""
-    if design == "cost":
-        return cost.measure(points, settings.seeds, root), set()
-    result = run_design(points, settings.seeds, root, **options)
-    return result.metrics, set(zip(result.failures["label"], result.failures["seed"]))
+def figure(table: pd.DataFrame, claims: Sequence[Claim]) -> plt.Figure:
+    """Each claim's estimate and interval against its claimed region (`analysis.claims.figure`)."""
+    return analysis_claims.figure(table, claims)

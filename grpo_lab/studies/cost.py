@@ -7,7 +7,11 @@ after the other in this process on one torch thread, in interleaved rounds (roun
 configuration once with seed r, so slow periods of the machine spread over all of them), and the
 first step of each run (one-off warm-up) is left out. Peak memory is the peak over the run of the
 process's resident memory (CUDA: allocated memory), reset before each run and reported above the
-memory the process held before it."""
+memory the process held before it.
+
+`settings` / `design` / `run` as in every study, but `run` trains in this process, one run after the
+other, instead of in the pool, and the seeds are the rounds; then the measures (`multiples`,
+`table`, `baseline_absolute`) and `figure`."""
 
 import ctypes
 import gc
@@ -15,7 +19,6 @@ import json
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -24,19 +27,17 @@ import pandas as pd
 import torch
 from matplotlib.colors import TwoSlopeNorm
 
-from grpo_lab import profiles
 from grpo_lab.analysis.stats import cost_table, effect_interval
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point, grid_points, preset_overrides
 from grpo_lab.experiments.store import ensure, run_dir
 from grpo_lab.presets import TRICKS, preset
+from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.threads import torch_threads
 from grpo_lab.trainer import train
 
-FULL_STEPS = 6
-"""steps per cost run under the full profile (the first is dropped: five timed steps per round)"""
 BASELINE = "grpo"
 SCHEMES = (
     "grpo",
@@ -59,8 +60,10 @@ SCHEMES = (
 """the named methods (presets) whose cost is measured"""
 SMOKE_SCHEMES = ("grpo", "dr_grpo")
 SMOKE_TRICKS = ("learnable_temperature", "temperature_noise")
-VAL_SIZE = 8
-"""validation prompts of a cost run (validation is outside the timed steps, and cost runs are not scored)"""
+FULL = Budget(seeds=(0, 1, 2), steps=6, val_size=8)
+"""under the full profile: 3 interleaved rounds of 6 steps per configuration (the first is dropped:
+five timed steps per round), validated only at the ends (outside the timed steps; cost runs are not
+scored) on 8 prompts"""
 RESTING_FILE = "cost.json"
 """written into a cost run's directory: the process memory before the run started (MB)"""
 PEAK_OVER_REST = "cost/peak_over_rest_mb"
@@ -79,15 +82,14 @@ TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 """where the step-time axis is labelled (multiples)"""
 
 
-def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
-    """The cost study's profile: `FULL_STEPS` steps per run under the full profile, validated only
-    before and after training (outside the timed steps) on `VAL_SIZE` prompts; its seeds are the
-    interleaved rounds."""
-    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, val_size=VAL_SIZE)
-    return replace(first, eval_every=first.steps)
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The cost study's profile: `FULL` under the full profile, the smoke profile's few steps
+    otherwise, validated only at the ends on at most 8 prompts; its seeds are the interleaved rounds
+    (`seeds` and `steps` as the notebook sets them)."""
+    return FULL.settings(profile, seeds, steps)
 
 
-def base_config(settings: profiles.Profile) -> Config:
+def base_config(settings: Profile) -> Config:
     """The study base (`studies.base`) under the cost profile (`settings`)."""
     return study_base(settings)
 
@@ -110,22 +112,25 @@ def points(
     return design
 
 
-def design(profile: str, base: Config) -> list[Point]:
-    """Every scheme and trick under the full profile; two of each (and no all_tricks) in smoke."""
-    if profile == "full":
+def design(settings: Profile) -> list[Point]:
+    """Every scheme and trick (and all tricks at once) under the full profile; two of each (and no
+    all_tricks) under any other, on the study base of `settings`."""
+    base = base_config(settings)
+    if settings.name == "full":
         return points(base, SCHEMES, list(TRICKS))
     return points(base, SMOKE_SCHEMES, SMOKE_TRICKS, all_tricks=False)
 
 
-def measure(design: Sequence[Point], seeds: Sequence[int], root: str | Path) -> pd.DataFrame:
-    """Train every point of `design` once per seed (a round per seed, rounds interleaved) in this
-    process on one torch thread, after an unrecorded warm-up run; finished runs under `root` are
-    loaded, not re-measured. Returns the tidy metrics (label, the point's columns, seed, then a row
-    per step) with `cost/peak_over_rest_mb`, the run's peak memory above what the process held
-    before it (NaN where that is unknown)."""
+def run(design: Sequence[Point], settings: Profile, root: str | Path | None = None) -> pd.DataFrame:
+    """Train every point of `design` once per seed of `settings` (a round per seed, rounds
+    interleaved) in this process on one torch thread, after an unrecorded warm-up run; finished runs
+    under `root` (default: the shared store) are loaded, not re-measured. Returns the tidy metrics
+    (label, the point's columns, seed, then a row per step) with `cost/peak_over_rest_mb`, the run's
+    peak memory above what the process held before it (NaN where that is unknown)."""
+    seeds = settings.seeds
     if not seeds:
         raise ValueError("need at least one seed (round)")
-    root = Path(root).resolve()
+    root = Path(settings.runs_dir() if root is None else root).resolve()
     runs = [p.config.replace(seed=s) for s in seeds for p in design]
     pending = [c for c in runs if not is_finished(run_dir(c, root))]
     with torch_threads(1):  # as in a pool worker; not Config.torch_threads, which changes the run's key

@@ -6,12 +6,9 @@ before any compute so that a bad field or value fails at once:
   Ablations (docs/sources.md);
 - `fault_points`: every scheme clean and under each fault level (Evaluation guide §6.4 Fault
   injection), for robustness curves;
-- `study_config`: the study base (`studies.base`) under a notebook profile, with a smaller validation
-  set and other changes;
 - `for_profile`: the compared lists in full, or their first few entries under a quick profile."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from grpo_lab.analysis.robustness import CLEAN, CLEAN_CONDITION, condition_label
@@ -19,7 +16,6 @@ from grpo_lab.config import Config, field_names
 from grpo_lab.experiments.designs import Point, preset_overrides
 from grpo_lab.presets import preset
 from grpo_lab.profiles import Profile
-from grpo_lab.studies.base import base
 
 Items = TypeVar("Items", list, tuple, dict)
 
@@ -34,17 +30,6 @@ def for_profile(items: Items, settings: Profile, keep: int) -> Items:
     if isinstance(items, dict):
         return dict(list(items.items())[:keep])
     return type(items)(list(items)[:keep])
-
-
-def study_config(
-    settings: Profile, name: str = "grpo", val_size: int | None = None, **changes: Any
-) -> Config:
-    """The study base (`studies.base`) of the preset `name` under `settings`, validated on at most
-    `val_size` prompts, with `changes` applied over it (`changes` may set fields the base sets, such
-    as the learning rate). Equal settings give equal configs, so notebooks that ask for the same runs
-    share them through the run store (`Profile.runs_dir()`)."""
-    size = settings.val_size if val_size is None else min(settings.val_size, val_size)
-    return base(replace(settings, val_size=size), name).replace(**changes)
 
 
 def variant_points(base: Config, variants: Mapping[str, Mapping[str, Any]], reference: str) -> list[Point]:

@@ -1,61 +1,75 @@
 """The fault-injection study (notebook 04): every scheme on the study base (`studies.base`), clean
 and under each level of each injected fault (`studies.fault_points`), the fault-injection step of
-Evaluation guide §6.4 Fault injection (docs/sources.md). Measures: the final validation
-accuracy against each fault's level, each condition's change from the same scheme's clean run
-(paired over seeds, with its minimum detectable effect), and the diagnostic rules each condition
-sets off, per scheme."""
+Evaluation guide §6.4 Fault injection (docs/sources.md). `settings` / `design` / `run`, then the
+measures: the final validation accuracy against each fault's level (`figure`), each condition's
+change from the same scheme's clean run (paired over seeds, with its minimum detectable effect:
+`changes`), and the diagnostic rules each condition sets off, per scheme (`diagnostics`)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab import experiments, profiles
 from grpo_lab.analysis import plots, robustness, stats
-from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import fault_points, for_profile
 
 COLUMNS = ["scheme", "fault", "level", "condition"]
 """the design's columns that identify a condition"""
 METRIC = "val/accuracy"
+SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c")
+"""the schemes put under faults"""
+FAULTS: dict[str, list[Any]] = {
+    "fault_reward_sigma": [0.5, 1.0],
+    "fault_repeat_k": [6],
+    "fault_reward_flip": [0.2, 0.4],
+    "fault_long_frac": [0.5],
+    "fault_stale_k": [4],
+    "fault_sampler_dtype": ["bfloat16"],
+}
+"""config field -> levels; the clean run (the field's default) is included for every scheme"""
+SMOKE_KEEP = 1
+"""the smoke profile keeps only the first scheme and the first fault"""
+FULL = Budget(seeds=(0, 1, 2), steps=20, eval_every=5, val_size=100)
+"""under the full profile: 3 seeds of 20 steps, validated every 5 steps (the stall rule needs 4
+evaluations) on 100 prompts"""
 
 
-def settings(
-    profile: str,
-    seeds: Sequence[int] | None,
-    steps: int | None,
-    full_steps: int,
-    eval_every: int,
-    val_size: int,
-) -> profiles.Profile:
-    """The study's profile: under the full profile `full_steps` steps, validated every `eval_every`
-    steps on at most `val_size` prompts; the smoke profile keeps its own few steps and prompts."""
-    chosen = list(seeds) if seeds is not None else None
-    return profiles.profile(
-        profile, chosen, steps, full_steps=full_steps, eval_every=eval_every, val_size=val_size
-    )
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few steps and prompts
+    otherwise; `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
 
 
-def design(
-    settings: profiles.Profile, schemes: Sequence[str], faults: Mapping[str, Sequence[Any]], keep: int
-) -> list[Point]:
-    """Each scheme (the first `keep` under smoke) clean and under each fault level (the first `keep`
-    faults under smoke), on the study base."""
-    compared = for_profile(list(schemes), settings, keep)
-    return fault_points(base(settings), compared, injected(settings, faults, keep))
+def schemes(settings: Profile) -> list[str]:
+    """`SCHEMES` under the full profile; the first `SMOKE_KEEP` otherwise."""
+    return for_profile(list(SCHEMES), settings, SMOKE_KEEP)
 
 
-def injected(settings: profiles.Profile, faults: Mapping[str, Sequence[Any]], keep: int) -> dict:
-    """The faults the profile injects: all under the full profile, the first `keep` otherwise."""
-    return for_profile(dict(faults), settings, keep)
+def injected(settings: Profile) -> dict[str, list[Any]]:
+    """The faults the profile injects: all of `FAULTS` under the full profile, the first
+    `SMOKE_KEEP` otherwise."""
+    return for_profile(dict(FAULTS), settings, SMOKE_KEEP)
 
 
-def run(design: Sequence[Point], settings: profiles.Profile) -> SweepResult:
-    """Train (or load) every point over the profile's seeds in the shared store."""
-    return experiments.run_design(design, settings.seeds, root=settings.runs_dir())
+def design(settings: Profile) -> list[Point]:
+    """Each scheme of `schemes(settings)` clean and under each level of `injected(settings)`, on the
+    study base."""
+    return fault_points(base(settings), schemes(settings), injected(settings))
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) every point over the profile's seeds into `root` (default: the shared store);
+    failures are recorded (a run that fails under a fault is a finding of the diagnostics). `options`
+    as for `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
 
 
 def finals(result: SweepResult) -> pd.DataFrame:
@@ -63,22 +77,22 @@ def finals(result: SweepResult) -> pd.DataFrame:
     return stats.final_values(result.metrics, METRIC, by=COLUMNS)
 
 
-def figure_robustness(
-    finals: pd.DataFrame, faults: Mapping[str, Sequence[Any]], settings: profiles.Profile
-) -> plt.Figure:
-    """Final validation accuracy of each scheme against each fault's level (`plots.robustness`)."""
-    table = robustness.robustness_table(finals, METRIC, faults)
+def figure(finals: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """Final validation accuracy of each scheme against each injected fault's level
+    (`plots.robustness`)."""
+    table = robustness.robustness_table(finals, METRIC, injected(settings))
     runs = f"{len(settings.seeds)} seeds, {settings.steps} steps, {settings.val_size} validation prompts"
     title = f"final validation accuracy under injected faults (mean and 95% t-interval over {runs})"
     return plots.robustness(table, ylabel="final validation accuracy", title=title)
 
 
-def changes(finals: pd.DataFrame, schemes: Sequence[str]) -> dict[str, pd.DataFrame]:
+def changes(finals: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Each faulty condition's change from the scheme's clean run (paired over seeds), as wide tables
-    (condition x scheme): 'change' (difference [95% interval]), 'mde' and 'verdict'."""
+    (condition x scheme, schemes in the order of `SCHEMES`): 'change' (difference [95% interval]),
+    'mde' and 'verdict'."""
     table = robustness.degradation(finals, METRIC)
     order = list(dict.fromkeys(table["condition"]))
-    columns = [s for s in schemes if s in set(table["scheme"])]
+    columns = [s for s in SCHEMES if s in set(table["scheme"])]
     wide = {}
     for name, column in (("change", "summary"), ("mde", "mde"), ("verdict", "verdict")):
         wide[name] = table.pivot(index="condition", columns="scheme", values=column)
@@ -86,7 +100,7 @@ def changes(finals: pd.DataFrame, schemes: Sequence[str]) -> dict[str, pd.DataFr
     return wide
 
 
-def diagnostics(result: SweepResult, settings: profiles.Profile) -> tuple[plt.Figure, pd.DataFrame]:
+def diagnostics(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.DataFrame]:
     """The diagnostic rules that fired, per scheme (never merged): a heatmap panel per scheme whose
     cells are out of that scheme's runs of the condition, and the counts (scheme, rule) x condition."""
     findings = robustness.run_findings(result.runs, ["scheme", "condition"])

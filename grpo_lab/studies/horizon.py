@@ -2,20 +2,31 @@
 learning rates. Measures: the training and validation curves, how far the entropy falls (start, end,
 decay rate), the path in the entropy-reward plane, each run's best and final validation accuracy, the
 diagnostic rules that fire, and whether the early training reward predicts the final validation
-accuracy (rank correlation across and within learning rates)."""
+accuracy (rank correlation across and within learning rates). `settings` / `design` / `run`, then
+`entropy`, `peaks`, `diagnostics`, `early_versus_final` and the figures (`figure`, `figure_phase`)."""
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab import experiments, profiles
 from grpo_lab.analysis import horizon, plots, robustness, stats
-from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.experiments.designs import Point, grid_points
+from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import for_profile
 
 PARAM = "learning_rate"
+LEARNING_RATES = (3e-5, 1e-4, 3e-4)
+"""the compared learning rates, the study base's own among them"""
+SMOKE_KEEP = 2
+"""the smoke profile keeps only the first this many learning rates"""
+FULL = Budget(seeds=(0,), steps=500, eval_every=50)
+"""under the full profile: one seed of 500 steps per learning rate, validated every 50 steps: the
+long-horizon figures describe trajectories and give no verdict, so they take fewer seeds"""
 CURVES = ("reward", "val/accuracy", "entropy", "kl/exact", "completions/mean_length", "grad_norm")
 SMOOTH = 10
 """training curves: trailing mean over this many logged steps (validation is never smoothed)"""
@@ -23,24 +34,28 @@ PHASE_SMOOTH = 20
 """the entropy-reward path: trailing mean over this many steps"""
 
 
-def settings(
-    profile: str, seeds: Sequence[int], steps: int | None, full_steps: int, eval_every: int, keep: int
-) -> profiles.Profile:
-    """The study's profile with its own `seeds` (the first `keep` under smoke), `full_steps` steps
-    validated every `eval_every` steps under the full profile."""
-    chosen = profiles.profile(profile, list(seeds), steps, full_steps=full_steps, eval_every=eval_every)
-    kept = list(for_profile(list(seeds), chosen, keep))
-    return profiles.profile(profile, kept, steps, full_steps=full_steps, eval_every=eval_every)
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+    `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
 
 
-def run(settings: profiles.Profile, learning_rates: Sequence[float]) -> SweepResult:
-    """The study base at each learning rate over the profile's seeds (the shared store)."""
-    return experiments.sensitivity(
-        base(settings), PARAM, list(learning_rates), settings.seeds, root=settings.runs_dir()
-    )
+def design(settings: Profile) -> list[Point]:
+    """The study base at each learning rate (the first `SMOKE_KEEP` under the smoke profile); the
+    column `learning_rate` names it."""
+    rates = for_profile(list(LEARNING_RATES), settings, SMOKE_KEEP)
+    return grid_points(base(settings), {PARAM: rates})
 
 
-def figure_curves(metrics: pd.DataFrame, settings: profiles.Profile) -> plt.Figure:
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) the design over the profile's seeds into `root` (default: the shared store).
+    `options` as for `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+
+
+def figure(metrics: pd.DataFrame, settings: Profile) -> plt.Figure:
     """The `CURVES` by learning rate."""
     title = f"study base on {base(settings).task} by learning rate, {settings.steps} steps"
     return plots.curves(metrics, [m for m in CURVES if m in metrics], by=PARAM, smooth=SMOOTH, title=title)

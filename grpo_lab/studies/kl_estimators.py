@@ -18,7 +18,12 @@ distribution is a sum over the vocabulary. Two sources:
 
 Every KL term here is summed over a completion's tokens and averaged over completions (the sequence
 KL per completion), the same normalization for every placement, so norms compare; the placement's
-gradient is the KL part alone (no advantage, baseline or whitening)."""
+gradient is the KL part alone (no advantage, baseline or whitening).
+
+`settings` / `design` / `run` as in every study; unlike the others, the measures are not read from
+the run logs alone: `measure` samples fresh batches on the snapshots the runs kept (`sizes` says how
+many), then `estimator_table`, `gradient_table` and the figures (`figure`: estimator bias and noise;
+`figure_training`, `figure_gradients`)."""
 
 import zlib
 from collections.abc import Sequence
@@ -31,7 +36,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from grpo_lab import checkpoint, profiles
+from grpo_lab import checkpoint
 from grpo_lab.analysis.stats import curve, mean_interval
 from grpo_lab.config import Config
 from grpo_lab.evaluation import encode_prompts
@@ -42,12 +47,14 @@ from grpo_lab.models.logprobs import completion_logits
 from grpo_lab.models.sampler import Rollout, sample
 from grpo_lab.objective import kl_estimate
 from grpo_lab.objective.advantages import reward_to_go
+from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_config
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
 
-FULL_STEPS = 100
-"""training steps of the study's runs under the full profile"""
+FULL = Budget(seeds=(0, 1, 2), steps=100)
+"""under the full profile: 3 seeds of 100 steps, validated only before the first and after the last
+update (the measures are on the snapshots)"""
 SNAPSHOTS = 5
 """policy snapshots kept along each run (every steps // SNAPSHOTS steps)"""
 SMOKE_SIZES = (2, 1)
@@ -63,19 +70,19 @@ MEASURE_SEED = 10_000
 """offset of the prompt stream used for measurement (never one a training run draws)"""
 
 
-def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
-    """The study's profile: `FULL_STEPS` steps under the full profile, validated before and after."""
-    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
-    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, eval_every=first.steps)
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise,
+    validated only at the ends under every profile; `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
 
 
-def sizes(profile: str) -> tuple[int, int]:
+def sizes(settings: Profile) -> tuple[int, int]:
     """(snapshots per run, batches measured per snapshot): (`SNAPSHOTS`, `BATCHES`) under the full
     profile, `SMOKE_SIZES` otherwise."""
-    return (SNAPSHOTS, BATCHES) if profile == "full" else SMOKE_SIZES
+    return (SNAPSHOTS, BATCHES) if settings.name == "full" else SMOKE_SIZES
 
 
-def study_config(settings: profiles.Profile, snapshots: int = SNAPSHOTS) -> Config:
+def study_config(settings: Profile, snapshots: int = SNAPSHOTS) -> Config:
     """The study base (`studies.base`: GRPO, k3 in the loss) with a checkpoint every
     steps // snapshots steps (at least 1)."""
     if snapshots < 1:
@@ -118,14 +125,20 @@ def snapshots(run_dir: str | Path) -> dict[int, Path]:
     return {int(f.stem.split("-")[1]): f for f in files}
 
 
-def run(config: Config, seeds: Sequence[int], root: str | Path, **options: Any) -> SweepResult:
-    """Train (or load) the study's runs over `seeds`, keeping snapshots; `options` as for
-    `experiments.run_design`."""
-    if config.checkpoint_every < 1:
+def design(settings: Profile) -> list[Point]:
+    """The study base with a checkpoint every steps // snapshots steps (`sizes`), labelled 'grpo'."""
+    return [Point("grpo", {}, study_config(settings, sizes(settings)[0]))]
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) the design over the profile's seeds into `root` (default: the shared store),
+    keeping snapshots; `options` as for `experiments.run_design`."""
+    if any(p.config.checkpoint_every < 1 for p in points):
         raise ValueError("the KL study needs checkpoint_every >= 1 to keep snapshots (see study_config)")
-    return run_design(
-        [Point("grpo", {}, config)], seeds, root, callbacks_factory=snapshot_callbacks, **options
-    )
+    root = settings.runs_dir() if root is None else root
+    return run_design(points, settings.seeds, root, callbacks_factory=snapshot_callbacks, **options)
 
 
 # --- measurement on snapshots ----------------------------------------------------------------------
@@ -391,7 +404,7 @@ def _label_panels(axes, titles: Sequence[str], ylabels: Sequence[str], xlabel: s
         ax.legend(fontsize=8)
 
 
-def figure_tokens(tokens: pd.DataFrame) -> plt.Figure:
+def figure(tokens: pd.DataFrame) -> plt.Figure:
     """Per token, on fresh batches at each snapshot: (a) exact KL, (b) bias / exact KL, (c) noise
     (std of estimate - exact) / exact KL, log scale; means and 95% intervals over seeds and batches."""
     data = relative(tokens)

@@ -4,7 +4,8 @@ outcome smooth around the default, or is there a steep failure boundary?" Each k
 alone around the study base (`grpo_lab.studies.base`) on short runs; the outcome against the value
 is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
 
-The short-run profile defined here is shared with the claims study (09), so both reuse the same runs."""
+The short-run profile defined here is shared with the claims study (09), so both reuse the same runs.
+`settings` / `design` / `run`, then `outcome_table`, `cliff_table` and `figure`."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,25 +16,25 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.artist import Artist
 
-from grpo_lab import profiles
 from grpo_lab.analysis.stats import cliffs, sensitivity_table
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies.base import base as study_base
 
-FULL_STEPS = 75
-"""steps per run of the short-run studies (06 and 09) under the full profile"""
+FULL = Budget(seeds=(0, 1, 2), steps=75)
+"""the short-run budget of 06 and 09 under the full profile: 3 seeds of 75 steps, validated only
+before the first and after the last update (the outcome is the final validation)"""
 
 
-def settings(profile: str, seeds: list[int] | None = None, steps: int | None = None) -> profiles.Profile:
-    """The short-run profile: `FULL_STEPS` steps under the full profile, validated only before the
-    first and after the last update (the outcome is the final validation)."""
-    first = profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS)
-    return profiles.profile(profile, seeds, steps, full_steps=FULL_STEPS, eval_every=first.steps)
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The short-run profile: `FULL` under the full profile, the smoke profile's few otherwise,
+    validated only at the ends under every profile; `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
 
 
-def base_config(settings: profiles.Profile) -> Config:
+def base_config(settings: Profile) -> Config:
     """The study base (`studies.base`) under the profile: its steps, validation interval and size."""
     return study_base(settings)
 
@@ -95,9 +96,9 @@ OUTCOMES: tuple[Outcome, ...] = (
 """the outcomes read against each knob"""
 
 
-def scans(profile: str) -> tuple[Scan, ...]:
+def scans(settings: Profile) -> tuple[Scan, ...]:
     """Every value under the full profile; `SMOKE_VALUES` otherwise."""
-    if profile == "full":
+    if settings.name == "full":
         return SCANS
     return tuple(replace(s, values=SMOKE_VALUES[s.name]) for s in SCANS)
 
@@ -114,12 +115,19 @@ def points(base: Config, scan: Scan) -> list[Point]:
     ]
 
 
+def design(settings: Profile) -> list[Point]:
+    """Every scan of `scans(settings)` around the base in one design (a configuration shared by
+    several scans, such as the base, is trained once)."""
+    config = base_config(settings)
+    return [p for scan in scans(settings) for p in points(config, scan)]
+
+
 def run(
-    base: Config, scans: Sequence[Scan], seeds: Sequence[int], root: str | Path, **options: Any
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
 ) -> SweepResult:
-    """Every scan over `seeds` in one design (a configuration shared by several scans, such as the
-    base, is trained once); `options` as for `experiments.run_design`."""
-    return run_design([p for scan in scans for p in points(base, scan)], seeds, root, **options)
+    """Train (or load) the design over the profile's seeds into `root` (default: the shared store).
+    `options` as for `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
 
 
 def outcome_table(

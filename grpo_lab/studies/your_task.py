@@ -1,24 +1,40 @@
-"""The studies on a user's own task (notebook 11): where its file is, which model a profile trains,
-and each scheme against grpo as paired per-seed differences (the same seed gives every scheme the
-same prompts)."""
+"""The study on a user's own task (notebook 11): every compared preset on the study base with the
+user's task, reward functions and model, each against the first preset (grpo) as paired per-seed
+differences (the same seed gives every scheme the same prompts), and the verdict table of the
+studies (`analysis.verdicts`) on that task.
+
+`settings` / `design` / `run` as in every study; `design` also takes the user's task, rewards, model
+and presets (the notebook's parameters; their defaults are this module's constants, so the planner,
+`grpo-lab plan`, counts the runs of the example task). Then `finals`, `paired_differences`, `scores`,
+`table` and the figures (`figure`, `figure_verdicts`, `figure_curves`)."""
 
 import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 from transformers.utils import logging as hf_logging
 
+from grpo_lab.analysis import plots, stats, verdicts
+from grpo_lab.analysis.activity import ACTIVITY
 from grpo_lab.analysis.effects import verdict
 from grpo_lab.analysis.plots import project_root
 from grpo_lab.analysis.stats import mean_interval
+from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments.designs import Point, grid_points
 from grpo_lab.models.embedded import cache_root, new_llama
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
-from grpo_lab.profiles import Profile
+from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies import paired
+from grpo_lab.studies.base import base
+from grpo_lab.studies.designs import for_profile
 from grpo_lab.tasks.from_file import PREFIX, is_file_task
 
 SMOKE_ARCH = dict(
@@ -29,6 +45,59 @@ SMOKE_ARCH = dict(
     num_key_value_heads=2,
 )
 """a random ~60k-parameter Llama: what the smoke profile trains when no model is named (no warm start)"""
+EXAMPLE_TASK = "file:tests/data/your_task.jsonl"
+"""the task when none is named: 20 prompts 'reverse 864:' with the reversed digits as answer"""
+PRESETS = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "lite_ppo")
+"""the compared presets when none are named; the first is the reference"""
+SMOKE_KEEP = 2
+"""the smoke profile compares only the first this many presets"""
+METRIC = "val/accuracy"
+FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=20, val_size=100)
+"""under the full profile: 3 seeds of 100 steps, validated every 20 steps on at most 100 prompts"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+    `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
+
+
+def compared(settings: Profile, presets: Sequence[str] | None = None) -> list[str]:
+    """`presets` (default `PRESETS`), only the first `SMOKE_KEEP` under the smoke profile."""
+    return for_profile(list(PRESETS if presets is None else presets), settings, SMOKE_KEEP)
+
+
+def design(
+    settings: Profile,
+    task: str | None = None,
+    rewards: Sequence[str] = (),
+    model: str | None = None,
+    presets: Sequence[str] | None = None,
+) -> list[Point]:
+    """Each compared preset (`compared`) on the study base with `task` (default `EXAMPLE_TASK`),
+    the reward functions `rewards` (empty: the task's default) and `model` (`study_model`); the
+    `preset` column names it."""
+    config = base(
+        settings,
+        task=study_task(task_name(task)),
+        rewards=tuple(rewards),
+        model=study_model(model, settings),
+    )
+    return grid_points(config, {"preset": compared(settings, presets)})
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) the design over the profile's seeds into `root` (default: the shared store);
+    a failed run is an error that lists every failure (a comparison needs every preset). `options` as
+    for `experiments.run_design`."""
+    return paired.run(points, settings, root, **options)
+
+
+def finals(result: SweepResult) -> pd.DataFrame:
+    """Each run's final validation accuracy, by preset."""
+    return stats.final_values(result.metrics, METRIC, by="preset")
 
 
 def study_task(task: str) -> str:
@@ -92,3 +161,42 @@ def paired_differences(
         judged = "reference" if key == reference else verdict(len(diffs), lo, hi)
         rows.append({by: key, "pairs": len(diffs), "mean": mean, "lo": lo, "hi": hi, "verdict": judged})
     return pd.DataFrame(rows)
+
+
+def scores(result: SweepResult) -> pd.DataFrame:
+    """One row per run with its verdict scores and its preset's activity measure (where it has one)."""
+    labels = [label for label in result.runs["label"].unique() if label in ACTIVITY]
+    return paired.scores(result, {label: [label] for label in labels})
+
+
+def table(scored: pd.DataFrame, reference: str, margin: float | None = None) -> pd.DataFrame:
+    """The verdict rows: every other preset against `reference`, paired on seeds; `margin` as for
+    `analysis.verdicts.compare` (None: a share of the reference's gain)."""
+    labels = [label for label in scored["label"].unique() if label != reference]
+    return verdicts.compare(scored, [(p, "scheme", p, reference) for p in labels], margin=margin)
+
+
+def task_name(task: str | None) -> str:
+    """The task as a figure names it: `task`, or `EXAMPLE_TASK` when none is named."""
+    return EXAMPLE_TASK if task is None else task
+
+
+def figure(differences: pd.DataFrame, settings: Profile, task: str | None = None) -> plt.Figure:
+    """The paired differences (`paired_differences`) as a dot chart with their intervals."""
+    reference = differences["preset"].iloc[0]
+    return plots.intervals(
+        differences,
+        "preset",
+        f"final {METRIC} minus {reference}'s, same seed",
+        title=f"{task_name(task)}: {settings.steps} steps, {len(settings.seeds)} seeds",
+    )
+
+
+def figure_verdicts(verdict_table: pd.DataFrame, settings: Profile, task: str | None = None) -> plt.Figure:
+    """The verdict table as a forest plot (`paired.forest`)."""
+    return paired.forest(verdict_table, f"{settings.steps} steps", f"presets on {task_name(task)}")
+
+
+def figure_curves(result: SweepResult, task: str | None = None) -> plt.Figure:
+    """Validation accuracy, training reward and KL to the reference per preset."""
+    return plots.curves(result.metrics, [METRIC, "reward", "kl"], by="preset", title=task_name(task))

@@ -7,8 +7,7 @@ import pytest
 from grpo_lab import train
 from grpo_lab.analysis.activity import ACTIVITY, activity
 from grpo_lab.presets import TRICKS
-from grpo_lab.profiles import PROFILES
-from grpo_lab.studies import verdicts
+from grpo_lab.studies import ablations, schemes
 
 STEPS = 4
 CHANGED = ["reward", "loss", "grad_norm", "entropy"]
@@ -21,8 +20,7 @@ def brief(config):
 
 @pytest.fixture(scope="module")
 def runs(embedded_worked_path):
-    settings = PROFILES["full"]
-    points = verdicts.scheme_points(settings) + verdicts.trick_points(settings)
+    points = schemes.design(schemes.settings("full")) + ablations.trick_points(ablations.settings("full"))
     return {p.label: (brief(p.config), train(brief(p.config))) for p in points}
 
 
@@ -33,16 +31,16 @@ def differs(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 
 @pytest.mark.slow
 def test_every_scheme_acts_and_differs_from_grpo(runs):
-    for scheme in verdicts.SCHEMES:
+    for scheme in schemes.SCHEMES:
         config, metrics = runs[scheme]
         assert activity(scheme, metrics, config.to_dict()) > 0, (scheme, ACTIVITY[scheme].what)
-        if scheme != verdicts.REFERENCE:
-            assert differs(metrics, runs[verdicts.REFERENCE][1]), scheme
+        if scheme != schemes.REFERENCE:
+            assert differs(metrics, runs[schemes.REFERENCE][1]), scheme
 
 
 @pytest.mark.slow
 def test_every_trick_acts_with_all_on_and_its_removal_changes_the_run(runs):
-    config, all_on = runs[verdicts.ALL_ON]
+    config, all_on = runs[ablations.ALL_ON]
     for trick in TRICKS:
         assert activity(trick, all_on, config.to_dict()) > 0, (trick, ACTIVITY[trick].what)
         assert differs(all_on, runs[f"-{trick}"][1]), trick

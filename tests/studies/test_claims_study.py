@@ -46,7 +46,7 @@ def test_every_claim_builds_valid_and_distinct_arms(profile):
 def test_cost_claims_reuse_the_cost_study_configs():
     """A cost claim's treatment is the cost design's configuration of that trick, so 08's runs serve."""
     base = cost.base_config(cost.settings("full"))
-    design = {p.config.key() for p in cost.design("full", base)}
+    design = {p.config.key() for p in cost.design(cost.settings("full"))}
     for claim in claims_study.CLAIMS:
         if claim.design == "cost":
             assert all(base.replace(**o).key() in design for o in claim.arms().values()), claim.name
@@ -70,24 +70,40 @@ def test_scores_and_verdicts_from_real_runs(tmp_path):
         c for c in claims_study.CLAIMS if c.name in ("adv_clip_never_binds", "learnable_temperature_cost")
     ]
     settings = claims_study.settings("smoke", [0, 1], steps=2)
-    scores = claims_study.scores(catalogue, settings, tmp_path, workers=1, progress=False)
+    runs = claims_study.run(
+        claims_study.design(settings, catalogue), settings, tmp_path, workers=1, progress=False
+    )
+    scores = claims_study.scores(catalogue, runs, settings)
     assert set(scores["claim"]) == {c.name for c in catalogue}
     assert len(scores) == 2 + 4  # two treatment runs; two treatment and two control cost runs
     table = claims.evaluate(catalogue, scores)
     assert set(table["verdict"]) <= set(claims.VERDICTS)
     clipped = scores[scores["claim"] == "adv_clip_never_binds"]["score"]
     assert clipped.between(0, 1).all()
-    fig = claims.figure(table, catalogue)
+    fig = claims_study.figure(table, catalogue)
     assert len([ax for ax in fig.axes if ax.has_data()]) == 2
 
 
 def test_settings_give_each_design_its_profile():
     settings = claims_study.settings("full", [0, 1], steps=30)
     assert settings["training"].steps == 30 and settings["training"].eval_every == 30
-    assert settings["cost"].steps == cost.FULL_STEPS and settings["cost"].seeds == (0, 1)
+    assert settings["cost"].steps == cost.FULL.steps and settings["cost"].seeds == (0, 1)
     cost_claim = next(c for c in claims_study.CLAIMS if c.design == "cost")
     with pytest.raises(ValueError, match="no profile for the design"):
-        claims_study.scores([cost_claim], {"training": settings["training"]}, "/nonexistent")
+        claims_study.design({"training": settings["training"]}, [cost_claim])
+
+
+def test_the_design_holds_every_arm_configuration_once_per_design():
+    settings = claims_study.settings("full")
+    designs = claims_study.design(settings)
+    assert set(designs) == {"training", "cost"}
+    for name, points in designs.items():
+        assert len({p.label for p in points}) == len(points), name
+        wanted = {arm_label(o) for c in claims_study.CLAIMS if c.design == name
+                  for arm in claims_study.configurations(c).values() for o in arm}  # fmt: skip
+        assert {p.label for p in points} == wanted
+    smoke = claims_study.design(claims_study.settings("smoke"))
+    assert sum(map(len, smoke.values())) < sum(map(len, designs.values()))
 
 
 def test_claims_are_tested_at_the_numbers_the_documents_state():
@@ -117,7 +133,7 @@ def test_a_grid_claim_runs_each_arm_at_every_configuration():
     }
 
 
-def test_failed_runs_score_as_failures_only_where_failing_is_measured(monkeypatch):
+def test_failed_runs_score_as_failures_only_where_failing_is_measured():
     """A failed run counts as a crash for the crash claim and leaves its seed out elsewhere."""
     crash = next(c for c in claims_study.CLAIMS if c.name == "three_tricks_crash")
     gain = next(c for c in claims_study.CLAIMS if c.name == "math_needs_length_norm")
@@ -126,12 +142,9 @@ def test_failed_runs_score_as_failures_only_where_failing_is_measured(monkeypatc
             for label in (arm_label({}), base) for seed in (0, 1) for step in range(6)]  # fmt: skip
     rows += [{"label": treated, "seed": 1, "step": step, "reward": 0.5, "loss": 0.1} for step in range(6)]
 
-    def fake_run(design, points, settings, root, options):
-        return pd.DataFrame(rows), {(treated, 0), (base, 1)}
-
-    monkeypatch.setattr(claims_study, "_run", fake_run)
+    runs = claims_study.Runs({"training": pd.DataFrame(rows)}, frozenset({(treated, 0), (base, 1)}))
     settings = claims_study.settings("smoke", [0, 1])
-    table = claims_study.scores([crash, gain], settings, "/unused").set_index(["claim", "arm", "seed"])
+    table = claims_study.scores([crash, gain], runs, settings).set_index(["claim", "arm", "seed"])
     assert table.loc[("three_tricks_crash", "treatment", 0), "score"] == 1.0  # failed: crashed
     assert table.loc[("three_tricks_crash", "treatment", 1), "score"] == 0.0  # ran 6 clean steps
     assert np.isnan(table.loc[("math_needs_length_norm", "treatment", 1), "score"])  # no outcome

@@ -16,14 +16,15 @@ from grpo_lab.studies import cost
 
 def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():
     base = cost.base_config(cost.settings("full"))
-    full = cost.design("full", base)
+    full = cost.design(cost.settings("full"))
     labels = [p.label for p in full]
     assert labels[0] == cost.BASELINE and set(cost.SCHEMES) <= set(labels) and set(TRICKS) <= set(labels)
     assert labels[-1] == "all_tricks" and len(labels) == len(set(labels))
     kinds = {p.label: p.columns["kind"] for p in full}
     assert kinds["dapo"] == "scheme" and kinds["learnable_temperature"] == "trick"
-    assert {p.config.steps for p in full} == {cost.FULL_STEPS}
-    smoke = cost.design("smoke", cost.base_config(cost.settings("smoke")))
+    assert {p.config.steps for p in full} == {cost.FULL.steps}
+    assert {p.config.eval_every for p in full} == {cost.FULL.steps}  # validated only at the ends
+    smoke = cost.design(cost.settings("smoke"))
     assert [p.label for p in smoke] == [*cost.SMOKE_SCHEMES, *cost.SMOKE_TRICKS]
     with pytest.raises(ValueError, match="unknown trick"):
         cost.points(base, ["grpo"], ["warp_drive"])
@@ -52,7 +53,7 @@ def tiny_design(tiny_config) -> list[Point]:
 
 def test_measure_tables_and_figure_on_tiny_runs(tiny_config, tmp_path):
     design = tiny_design(tiny_config)
-    df = cost.measure(design, [0, 1], tmp_path)
+    df = cost.run(design, cost.settings("smoke", [0, 1]), tmp_path)
     assert set(df["label"]) == {"grpo", "learnable_temperature", "dr_grpo"} and set(df["seed"]) == {0, 1}
     timed = cost.timed(df)
     assert (timed["step"] > 0).all() and timed["reward"].notna().all()
@@ -75,10 +76,10 @@ def test_measure_tables_and_figure_on_tiny_runs(tiny_config, tmp_path):
 
 def test_measure_loads_finished_runs_instead_of_timing_them_again(tiny_config, tmp_path):
     design = tiny_design(tiny_config)[:1]
-    cost.measure(design, [0], tmp_path)
+    cost.run(design, cost.settings("smoke", [0]), tmp_path)
     path = run_dir(design[0].config.replace(seed=0), tmp_path)
     stamp = (path / "summary.json").stat().st_mtime_ns
-    again = cost.measure(design, [0], tmp_path)
+    again = cost.run(design, cost.settings("smoke", [0]), tmp_path)
     assert (path / "summary.json").stat().st_mtime_ns == stamp
     assert (path / cost.RESTING_FILE).exists() and len(again) > 0
 
@@ -88,4 +89,4 @@ def test_multiples_need_the_baseline():
     with pytest.raises(ValueError, match="no 'grpo' run"):
         cost.multiples(df)
     with pytest.raises(ValueError, match="at least one seed"):
-        cost.measure([], [], "/nonexistent")
+        cost.run([], cost.settings("smoke", []), "/nonexistent")

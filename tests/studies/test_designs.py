@@ -3,7 +3,7 @@
 import pytest
 
 from grpo_lab import preset, profiles
-from grpo_lab.studies import base, fault_points, for_profile, study_config, variant_points
+from grpo_lab.studies import fault_points, for_profile, variant_points
 
 FULL, SMOKE = profiles.profile("full"), profiles.profile("smoke")
 
@@ -15,19 +15,6 @@ def test_for_profile_trims_only_quick_profiles():
     assert for_profile({"a": 1, "b": 2, "c": 3}, SMOKE, 2) == {"a": 1, "b": 2}
     with pytest.raises(ValueError, match="keep must be >= 1"):
         for_profile([1], SMOKE, 0)
-
-
-def test_study_config_is_the_study_base():
-    """Under the full profile, grpo's study config is the study base, so the store shares its runs."""
-    assert study_config(FULL, "grpo").key() == base(FULL).key()
-    faster = study_config(FULL, "grpo", learning_rate=3e-4)  # a field the base itself sets
-    assert faster.learning_rate == 3e-4 and faster.replace(learning_rate=base(FULL).learning_rate) == base(
-        FULL
-    )
-    capped = study_config(profiles.profile("full", full_steps=30, eval_every=10), "dapo", val_size=100)
-    assert (capped.preset, capped.steps, capped.eval_every, capped.val_size) == ("dapo", 30, 10, 100)
-    assert capped.eps_high == 0.28  # the preset's own changes are kept
-    assert study_config(SMOKE, "grpo", val_size=100).val_size == SMOKE.val_size  # never above the profile's
 
 
 def test_variant_points_change_one_thing_each():

@@ -11,6 +11,7 @@ import torch
 
 from grpo_lab import profiles, train
 from grpo_lab.experiments import run_dir
+from grpo_lab.experiments.designs import Point
 from grpo_lab.studies import kl_estimators
 
 V = 3
@@ -95,10 +96,12 @@ def test_expected_gradients_over_two_tokens(seed):
 
 def test_settings_validate_only_at_the_ends_and_sizes_follow_the_profile():
     full = kl_estimators.settings("full")
-    assert full.steps == kl_estimators.FULL_STEPS and full.eval_every == full.steps
+    assert full.steps == kl_estimators.FULL.steps and full.eval_every == full.steps
     assert kl_estimators.settings("full", steps=30).eval_every == 30
-    assert kl_estimators.sizes("full") == (kl_estimators.SNAPSHOTS, kl_estimators.BATCHES)
-    assert kl_estimators.sizes("smoke") == kl_estimators.SMOKE_SIZES
+    assert kl_estimators.sizes(full) == (kl_estimators.SNAPSHOTS, kl_estimators.BATCHES)
+    assert kl_estimators.sizes(kl_estimators.settings("smoke")) == kl_estimators.SMOKE_SIZES
+    (point,) = kl_estimators.design(full)
+    assert point.config == kl_estimators.study_config(full, kl_estimators.SNAPSHOTS)
     config = kl_estimators.study_config(full)
     assert config.checkpoint_every == full.steps // kl_estimators.SNAPSHOTS
     assert kl_estimators.study_config(profiles.profile("smoke"), snapshots=10).checkpoint_every == 1
@@ -124,7 +127,8 @@ def test_snapshots_are_the_weights_after_each_checkpointed_step(tiny_config, tmp
 
 def test_measure_tables_on_a_tiny_run(tiny_config, tmp_path):
     config = tiny_config(steps=2, checkpoint_every=1)
-    result = kl_estimators.run(config, [0], tmp_path, workers=1, progress=False)
+    design = [Point("grpo", {}, config)]
+    result = kl_estimators.run(design, profiles.profile("smoke", [0]), tmp_path, workers=1, progress=False)
     tokens, grads = kl_estimators.measure(result.runs, batches=2)
     assert set(tokens["estimator"]) == set(kl_estimators.ESTIMATORS) and set(tokens["step"]) == {1, 2}
     assert len(tokens) == 2 * 2 * len(kl_estimators.ESTIMATORS)
@@ -146,7 +150,7 @@ def test_measure_refuses_a_run_without_snapshots(tiny_config, tmp_path):
     with pytest.raises(ValueError, match="no snapshots"):
         kl_estimators.measure(pd.DataFrame({"path": [str(out)], "seed": [0]}))
     with pytest.raises(ValueError, match="checkpoint_every"):
-        kl_estimators.run(config, [0], tmp_path)
+        kl_estimators.run([Point("grpo", {}, config)], profiles.profile("smoke", [0]), tmp_path)
 
 
 def test_training_errors_bin_the_logged_batch_errors():

@@ -11,18 +11,18 @@ from grpo_lab.studies import sensitivity
 
 def test_settings_share_one_base_and_validate_only_at_the_ends():
     full = sensitivity.settings("full")
-    assert full.steps == sensitivity.FULL_STEPS and full.eval_every == full.steps
+    assert full.steps == sensitivity.FULL.steps and full.eval_every == full.steps
     assert sensitivity.settings("full", steps=20).eval_every == 20
     base = sensitivity.base_config(full)
     assert base == studies.base(full)
     smoke = sensitivity.settings("smoke")
-    assert sensitivity.base_config(smoke).steps == smoke.steps
+    assert sensitivity.base_config(smoke).steps == smoke.steps == smoke.eval_every
 
 
 def test_scans_and_their_points():
-    full = {s.name: s for s in sensitivity.scans("full")}
+    full = {s.name: s for s in sensitivity.scans(sensitivity.settings("full"))}
     assert set(full) == {"learning_rate", "clip_range", "kl_coef", "group_size"}
-    smoke = {s.name: s for s in sensitivity.scans("smoke")}
+    smoke = {s.name: s for s in sensitivity.scans(sensitivity.settings("smoke"))}
     assert all(set(smoke[n].values) <= set(full[n].values) for n in full)
     base = sensitivity.base_config(sensitivity.settings("smoke"))
     for scan in full.values():  # the base's own value is in every scan
@@ -37,6 +37,9 @@ def test_scans_and_their_points():
     lr = sensitivity.points(base, full["learning_rate"])
     default = next(p for p in lr if p.columns["value"] == base.learning_rate)
     assert default.config.key() == base.key()  # shared by every scan's default point
+    design = sensitivity.design(sensitivity.settings("full"))
+    assert len(design) == sum(len(s.values) for s in sensitivity.SCANS)
+    assert len({p.config.key() for p in design}) < len(design)  # the base is in several scans
 
 
 def synthetic_metrics(seeds: int = 3) -> pd.DataFrame:

@@ -1,0 +1,425 @@
+"""`grpo-lab plan`: before a long job, the runs each notebook needs under a profile, how many the run
+store already holds finished and current, and the core-hours of the rest.
+
+- The runs of a notebook: the designs of the study modules it imports (`from grpo_lab.studies import
+  NAME`, every module with a `design`), each resolved by the module's own `settings(profile)` with
+  its seeds: one `Config` per (configuration, seed). Runs are shared through the store by their key
+  (`experiments.store.run_dir`), so a run two notebooks need is counted once, for the first notebook
+  (in the order `grpo-lab figures` runs them) that needs it.
+- Stored: a finished run (summary.json, `runlog.is_finished`: what the store loads instead of
+  training) under the run's own key in the profile's store. A run of another configuration (an
+  older study base, another build of the embedded model, another task file) has another key, so it
+  does not count. `from_empty` ignores the store.
+- Cost of a run still to train, on one core: setup + steps x seconds per step + evaluations x seconds
+  per evaluation, from the committed calibration (`CALIBRATION`, written by `calibrate`: the study
+  base timed on one torch thread on this kind of machine). A configuration whose batch, passes,
+  completion length or validation prompts differ from the calibrated base is scaled by
+  `step_seconds` and `evaluation_seconds`; where another seed of the same configuration is finished
+  in the store, its own measured step time (`time/step_s_mean`) is used instead.
+Hours on this machine: the core-hours over `os.cpu_count()`, one worker per core (the pool's
+default); the cost study (08) times its runs one after the other, which this leaves out."""
+
+import ast
+import datetime
+import importlib
+import importlib.util
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from grpo_lab.config import Config
+from grpo_lab.experiments.store import run_dir
+from grpo_lab.figures import notebooks
+from grpo_lab.profiles import PROFILES, Profile
+from grpo_lab.runlog import is_finished, read_config, read_summary
+
+CALIBRATION = Path(__file__).parent / "studies" / "calibration.json"
+"""the committed calibration: seconds of the study base on one torch thread (`calibrate` writes it)"""
+CALIBRATED_FIELDS = (
+    "prompts_per_step",
+    "group_size",
+    "max_completion_length",
+    "num_iterations",
+    "num_mini_batches",
+    "val_size",
+    "val_sampled_size",
+    "val_samples",
+)
+"""the fields of the calibrated config the proportional rule scales by"""
+CALIBRATION_STEPS = 4
+"""steps of the calibration run: the first (warm-up) is not timed; validation at steps 0 and 2"""
+STUDIES = "grpo_lab.studies"
+TOTAL = "total"
+"""the key of the totals in the JSON form"""
+KEYS = ("runs", "stored", "to_train", "core_hours")
+"""what the plan gives per notebook and in total"""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run a notebook needs."""
+
+    notebook: str
+    """the first notebook (in execution order) that needs it"""
+    config: Config
+    """the full config, seed set"""
+    path: Path
+    """its directory in the store (named by its key)"""
+    stored: bool
+    """finished and current in the store (always False from empty)"""
+    seconds: float
+    """estimated seconds to train it on one core (0 when stored)"""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs of a profile's notebooks, each attributed to the first notebook that needs it."""
+
+    profile: str
+    notebooks: tuple[str, ...]
+    """every planned notebook, in execution order"""
+    runs: tuple[PlannedRun, ...]
+    shared: dict[str, int]
+    """notebook -> runs it needs that an earlier notebook already counts"""
+    store: Path
+    """the run store looked in"""
+    from_empty: bool
+    calibration: dict[str, Any]
+
+    def counts(self) -> dict[str, dict[str, float]]:
+        """{notebook: {runs, stored, to_train, core_hours}, ..., "total": {...}}."""
+        table = {}
+        for notebook in [*self.notebooks, TOTAL]:
+            mine = [r for r in self.runs if notebook in (TOTAL, r.notebook)]
+            stored = sum(r.stored for r in mine)
+            hours = sum(r.seconds for r in mine) / 3600
+            table[notebook] = {"runs": len(mine), "stored": stored, "to_train": len(mine) - stored,
+                               "core_hours": round(hours, 3)}  # fmt: skip
+        return table
+
+    def to_train(self) -> list[PlannedRun]:
+        """The runs still to train, in execution order."""
+        return [r for r in self.runs if not r.stored]
+
+    def format(self, cores: int | None = None) -> str:
+        """The plan as a table: per notebook and in total, runs, stored, to train, core-hours and
+        hours on `cores` (default: this machine's) with one worker per core."""
+        cores = cores or os.cpu_count() or 1
+        width = max([len(TOTAL), *map(len, self.notebooks)])
+        columns = ("runs", "stored", "to train", "core-h", f"h on {cores}")
+        header = f"{'notebook':{width}s} " + " ".join(f"{c:>9s}" for c in columns)
+        lines = [header, "-" * len(header)]
+        for notebook, row in self.counts().items():
+            if notebook == TOTAL:
+                lines.append("-" * len(header))
+            hours = row["core_hours"]
+            lines.append(
+                f"{notebook:{width}s} {row['runs']:9d} {row['stored']:9d} {row['to_train']:9d} "
+                f"{hours:9.2f} {hours / cores:9.2f}"
+            )
+        shared = {k: v for k, v in self.shared.items() if v}
+        store = "the store ignored (--from-empty)" if self.from_empty else f"the store {self.store}"
+        notes = [
+            f"profile {self.profile!r}; {store}.",
+            "A run two notebooks need is counted once, under the first; runs a notebook needs that an "
+            "earlier one counts: "
+            + (", ".join(f"{k} {v}" for k, v in shared.items()) if shared else "none")
+            + ".",
+            f"Core-hours: one core per run, from {describe(self.calibration)}; "
+            f"hours on {cores} cores: one worker per core.",
+        ]
+        return "\n".join([*lines, "", *notes])
+
+
+def runs_root(profile: str) -> Path:
+    """The shared run store of `profile` (`Profile.runs_dir()`)."""
+    return _profile(profile).runs_dir()
+
+
+def _profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def notebook_studies(path: Path) -> list[str]:
+    """The study modules a notebook imports (`from grpo_lab.studies import a, b as c`, `from
+    grpo_lab.studies.a import ...`, `import grpo_lab.studies.a`) that have a design, in import order;
+    a name of the package that is not a module (`from grpo_lab.studies import base`) is none."""
+    names: list[str] = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        kept = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(kept)):
+            if isinstance(node, ast.ImportFrom) and node.module == STUDIES:
+                names += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(STUDIES + "."):
+                names.append(node.module.split(".")[2])  # type: ignore[union-attr]
+            elif isinstance(node, ast.Import):
+                names += [a.name.split(".")[2] for a in node.names if a.name.startswith(STUDIES + ".")]
+    modules = [n for n in dict.fromkeys(names) if importlib.util.find_spec(f"{STUDIES}.{n}") is not None]
+    return [n for n in modules if hasattr(_module(n), "design")]
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"{STUDIES}.{name}")
+
+
+def study_runs(name: str, profile: str) -> list[Config]:
+    """Every run of a study module's design under `profile`: its `design(settings(profile))` over
+    the settings' seeds. A study with several settings (`claims`, `verdicts`) returns a dict of
+    settings and a dict of designs with the same keys."""
+    module = _module(name)
+    settings = module.settings(profile)
+    designs = module.design(settings)
+    pairs = (
+        [(designs[k], settings[k]) for k in settings] if isinstance(settings, dict) else [(designs, settings)]
+    )
+    return [
+        point.config.replace(seed=seed)
+        for points, chosen in pairs
+        for point in points
+        for seed in chosen.seeds
+    ]
+
+
+def plan(
+    profile: str,
+    only: Sequence[str] | None = None,
+    from_empty: bool = False,
+    root: Path | None = None,
+    store: Path | None = None,
+    calibration: dict[str, Any] | None = None,
+) -> Plan:
+    """The plan of the notebooks under `root` (default: the project's; `only` as for
+    `figures.notebooks`) for `profile`, against the run store `store` (default: the profile's
+    shared store) unless `from_empty`, costed by `calibration` (default: the committed one)."""
+    _profile(profile)
+    store = Path(store) if store is not None else runs_root(profile)
+    calibration = calibration if calibration is not None else load_calibration()
+    measured = {} if from_empty else measured_step_seconds(store)
+    runs: dict[Path, PlannedRun] = {}
+    names, shared = [], {}
+    for path in notebooks(list(only) if only else None, root):
+        names.append(path.stem)
+        shared[path.stem] = 0
+        for name in notebook_studies(path):
+            for config in study_runs(name, profile):
+                where = run_dir(config, store)
+                if where in runs:
+                    shared[path.stem] += runs[where].notebook != path.stem
+                    continue
+                stored = not from_empty and is_finished(where)
+                seconds = 0.0 if stored else run_seconds(config, calibration, measured.get(_sibling(config)))
+                runs[where] = PlannedRun(path.stem, config, where, stored, seconds)
+    return Plan(profile, tuple(names), tuple(runs.values()), shared, store, from_empty, calibration)
+
+
+# --- cost -------------------------------------------------------------------------------------------
+
+
+def load_calibration(path: Path = CALIBRATION) -> dict[str, Any]:
+    """The committed calibration; a clear error when there is none."""
+    if not path.exists():
+        raise ValueError(f"no calibration at {path}: run `grpo-lab plan --calibrate` once on this machine")
+    return json.loads(path.read_text())
+
+
+def describe(calibration: dict[str, Any]) -> str:
+    """Where the seconds come from, in a few words."""
+    machine = calibration["machine"]
+    return (
+        f"the calibration of {calibration['date']} ({machine['cpu']}, {calibration['torch_threads']} torch "
+        f"thread; {calibration['seconds']['step']:.2f} s per base step)"
+    )
+
+
+def evaluations(config: Config) -> int:
+    """Validation passes of a run: before every `eval_every`-th step (step 0 included) and one after
+    the last update."""
+    return math.ceil(config.steps / config.eval_every) + 1
+
+
+def step_seconds(config: Config, calibration: dict[str, Any]) -> float:
+    """Seconds of one training step of `config` on one core, scaled from the calibrated base by the
+    proportional rule: sampling and the fixed log-probs by the tokens of the batch (completions x
+    maximum completion length), the updates by those tokens times the passes over the batch
+    (`num_iterations`), the rest of the step (scoring, controllers, logging) by the completions.
+    Mini-batches only split the updates (their optimizer steps are cheap on the small model);
+    resampling tricks (dynamic sampling, dynamic group size) cost more than the rule says, which the
+    cost study (08) measures."""
+    base, seconds = calibration["config"], calibration["seconds"]
+    completions = config.prompts_per_step * config.group_size
+    base_completions = base["prompts_per_step"] * base["group_size"]
+    tokens = completions * config.max_completion_length / (base_completions * base["max_completion_length"])
+    passes = config.num_iterations / base["num_iterations"]
+    rest = seconds["step"] - seconds["sample"] - seconds["logprob"] - seconds["train"]
+    return (
+        (seconds["sample"] + seconds["logprob"]) * tokens
+        + seconds["train"] * tokens * passes
+        + max(rest, 0.0) * completions / base_completions
+    )
+
+
+def validation_completions(fields: dict[str, Any]) -> int:
+    """Completions decoded by one validation pass of a config's `fields`: one greedy completion per
+    validation prompt and `val_samples` sampled ones per prompt of the sampled validation set
+    (`Trainer.validate`)."""
+    return int(fields["val_size"] + fields["val_sampled_size"] * fields["val_samples"])
+
+
+def evaluation_seconds(config: Config, calibration: dict[str, Any]) -> float:
+    """Seconds of one validation pass of `config` on one core: the calibrated pass scaled by the
+    completions it decodes (`validation_completions`) times the maximum completion length."""
+    base = calibration["config"]
+    scale = (validation_completions(config.to_dict()) * config.max_completion_length) / (
+        validation_completions(base) * base["max_completion_length"]
+    )
+    return calibration["seconds"]["evaluation"] * scale
+
+
+def run_seconds(config: Config, calibration: dict[str, Any], measured_step: float | None = None) -> float:
+    """Seconds to train `config` on one core: setup + steps x step seconds (`measured_step`, another
+    seed's own mean step time, when given; else `step_seconds`) + evaluations x `evaluation_seconds`."""
+    step = measured_step if measured_step is not None else step_seconds(config, calibration)
+    return (
+        calibration["seconds"]["setup"]
+        + config.steps * step
+        + evaluations(config) * evaluation_seconds(config, calibration)
+    )
+
+
+def _sibling(config: Config) -> str:
+    """The key of a configuration whatever its seed: the runs whose step times stand for each other."""
+    return config.replace(seed=0).key()
+
+
+def measured_step_seconds(store: Path) -> dict[str, float]:
+    """Sibling key (`_sibling`) -> the mean step time a finished run of that configuration measured
+    (`time/step_s_mean` of its summary.json); runs whose config no longer loads are left out."""
+    found: dict[str, float] = {}
+    for summary_file in sorted(store.glob("*/summary.json")):
+        summary = read_summary(summary_file.parent) or {}
+        if "time/step_s_mean" not in summary:
+            continue
+        try:
+            config = Config.from_dict(read_config(summary_file.parent))
+        except (ValueError, TypeError, KeyError):  # a run of an older Config: its fields changed
+            continue
+        found[_sibling(config)] = float(summary["time/step_s_mean"])
+    return found
+
+
+def calibrate(path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS) -> dict[str, Any]:
+    """Time the study base (`studies.base("full")`, its own batch) on one torch thread: the setup of
+    a run (model and task loaded; the embedded model built beforehand, untimed), `steps` training
+    steps (the first, warm-up, left out; each phase as the trainer logs it) and the validation passes
+    at steps 0 and 2 (a step's wall time minus its logged step time). Writes `path` with the date,
+    the machine, the torch threads and what was timed; returns what it wrote."""
+    import torch
+
+    from grpo_lab.experiments.execution import prebuild
+    from grpo_lab.studies.base import base
+    from grpo_lab.threads import torch_threads
+    from grpo_lab.trainer import Trainer
+
+    if steps < 3:
+        raise ValueError(f"the calibration needs at least 3 steps (warm-up, validation at 2), got {steps}")
+    config = base("full").replace(steps=steps, eval_every=2)
+    prebuild([config])
+    rows, validations = [], []
+    with torch_threads(1):
+        start = time.perf_counter()
+        trainer = Trainer(config, None)
+        setup = time.perf_counter() - start
+        for _ in range(steps):
+            start = time.perf_counter()
+            row = trainer.step()
+            wall = time.perf_counter() - start
+            if "val/accuracy" in row:
+                validations.append(wall - row["time/step_s"])
+            rows.append(row)
+    timed = rows[1:]
+    phases = {
+        "step": "time/step_s",
+        "sample": "time/sample_s",
+        "logprob": "time/logprob_s",
+        "train": "time/train_s",
+    }
+    seconds = {name: sum(r[column] for r in timed) / len(timed) for name, column in phases.items()}
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "platform": platform.platform()},
+        "torch": torch.__version__,
+        "torch_threads": 1,
+        "timed": (
+            f"the study base (studies.base('full')), seed {config.seed}: the setup of a run (model and task "
+            f"loaded), {len(timed)} training steps after one warm-up step (each phase as the trainer logs "
+            f"it) and {len(validations)} validation passes of {config.val_size} prompts"
+        ),
+        "config": {field: getattr(config, field) for field in CALIBRATED_FIELDS},
+        "seconds": {"setup": setup, **seconds, "evaluation": sum(validations) / len(validations)},
+    }
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what `platform` knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+# --- progress ---------------------------------------------------------------------------------------
+
+
+class Progress:
+    """Progress over the runs a plan still has to train, read from the store: `poll()` returns a
+    line per run that finished (summary.json) or failed (an error.json written after the watch
+    began) since the last call, with the runs done so far and an estimate of the time left: the
+    remaining runs' estimated core-seconds over the workers, scaled by how the finished runs' wall
+    time compared with their estimate."""
+
+    def __init__(self, plan: Plan, workers: int | None = None) -> None:
+        self.pending = {r.path: r for r in plan.to_train()}
+        self.total = len(self.pending)
+        self.workers = workers or os.cpu_count() or 1
+        self.started = time.time()
+        self.done_seconds = 0.0
+
+    def poll(self) -> list[str]:
+        """Lines for the runs that ended since the last call."""
+        lines = []
+        for path, run in list(self.pending.items()):
+            failed = (path / "error.json").exists() and (path / "error.json").stat().st_mtime >= self.started
+            if not ((path / "summary.json").exists() or failed):
+                continue
+            del self.pending[path]
+            self.done_seconds += run.seconds
+            done = self.total - len(self.pending)
+            status = "FAILED" if failed else "done"
+            lines.append(
+                f"[{done}/{self.total} runs] {run.notebook}: {path.name} {status}; {self.left()} left"
+            )
+        return lines
+
+    def left(self) -> str:
+        """The estimated wall time left, as hours and minutes."""
+        remaining = sum(r.seconds for r in self.pending.values()) / self.workers
+        if self.done_seconds > 0:
+            remaining *= (time.time() - self.started) / (self.done_seconds / self.workers)
+        hours, minutes = divmod(round(remaining / 60), 60)
+        return f"about {hours} h {minutes:02d} min" if hours else f"about {minutes} min"

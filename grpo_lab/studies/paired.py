@@ -1,0 +1,79 @@
+"""What the paired-comparison studies share (03 schemes, 02 ablations, 12 verdicts, 11 your task):
+running a design in which every arm is needed, scoring its runs for the verdict table
+(`analysis.verdicts`), and drawing a verdict table as a forest plot. Not a study itself: the study
+modules call it, so the four of them train, score and draw their arms the same way."""
+
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from grpo_lab.analysis import verdicts
+from grpo_lab.analysis.scores import HEADLINE
+from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Profile
+from grpo_lab.runlog import read_config
+
+VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "no difference > margin": "tab:blue"}
+
+
+def run(
+    points: Sequence[Point],
+    settings: Profile,
+    root: str | Path | None = None,
+    may_fail: Collection[str] = (),
+    **options: Any,
+) -> SweepResult:
+    """Train (or load) a design over the profile's seeds into `root` (default: the profile's run
+    store). A failed run of any label but those in `may_fail` is an error here, as a verdict needs
+    every arm; a label whose failure is itself the outcome measured (a combination reported to crash)
+    is listed in `may_fail`. `options` as for `experiments.run_design`."""
+    result = run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+    failures = result.failures[~result.failures["label"].isin(list(may_fail))]
+    if len(failures):
+        failed = failures[["label", "seed", "error"]].to_string(index=False)
+        raise RuntimeError(f"{len(failures)} runs failed:\n{failed}")
+    return result
+
+
+def configs(result: SweepResult) -> dict[str, dict]:
+    """Label -> the config dict of its runs (seeds aside, equal for every run of a label), read from
+    the runs that finished."""
+    finished = result.runs[result.runs["status"] != "failed"]
+    return {row.label: read_config(row.path) for row in finished.drop_duplicates("label").itertuples()}
+
+
+def scores(result: SweepResult, measured: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """One row per finished run with its verdict scores (`analysis.verdicts.run_scores`); the runs of
+    label L also carry the activity measure of every scheme or trick in `measured[L]`."""
+    return verdicts.run_scores(result.metrics, configs(result), dict(measured))
+
+
+def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
+    """A verdict table (`analysis.verdicts.compare`) as a forest plot: each row's paired effect on the
+    headline score with its 95% interval (coloured by verdict), its MDE as a grey band around 0 and
+    its margin as ticks. `runs` says what the runs were (steps), `title` what is compared."""
+    rows = table.iloc[::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+    y = np.arange(len(rows))
+    mde = rows["mde"].clip(upper=1)
+    ax.barh(y, 2 * mde, left=-mde, color="0.9", label="± MDE")
+    for yi, r in zip(y, rows.itertuples()):
+        bar = [[r.effect - r.ci_low], [r.ci_high - r.effect]]
+        ax.errorbar(r.effect, yi, xerr=bar, fmt="o", color=VERDICT_COLORS.get(r.verdict, "0.4"), capsize=3)
+        ax.plot([-r.margin, r.margin], [yi, yi], "|", color="k", ms=10)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(y, [f"{r.row} ({r.kind})" for r in rows.itertuples()])
+    ax.set_xlabel(f"paired effect on the {HEADLINE.caption()} (95% t-interval over seeds)", fontsize=8)
+    seeds = f"{table['seeds'].min()}-{table['seeds'].max()}" if len(table) else "no"
+    ax.set_title(
+        f"{title}; {runs}; {seeds} paired seeds per comparison\n"
+        "grey: ± minimum detectable effect (power 0.8); ticks: ± margin of the row",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig
