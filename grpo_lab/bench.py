@@ -58,6 +58,9 @@ OVER_BARE_BOUND = 1.2
 """the most a grpo_lab step may take relative to the bare bound's"""
 POOL_SPEEDUP = 1.7
 """the least speed-up of the local pool's sweep over one worker's"""
+HALF_BED: dict[str, Any] = {"prompts_per_step": 4}
+"""the cheaper test bed the study base is timed against: half its prompts, so each of its four
+mini-batches is one group (eight optimizer steps of 8 completions instead of 16)"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,6 +433,62 @@ def bench(
             report["pool"] = pool_throughput(pool_runs, pool_steps, model_path(pool_work), work.task)
         report["targets"] = targets(report)
         return report
+
+
+def study_step(rounds: int = 3, steps: int = 6, warmup: int = 1, threads: int = 1) -> dict:
+    """The study base's step (`studies.base("full")`) against the half batch's (`HALF_BED` over
+    it), both the real trainer on the embedded model, timed in interleaved rounds on `threads`
+    torch threads (the median time between consecutive step ends after `warmup` steps; validation
+    is never inside it). Returns both medians, their ratio and the phase medians."""
+    from grpo_lab.studies.base import base
+    from grpo_lab.trainer import train
+
+    if steps < 2 or rounds < 1 or warmup < 0:
+        raise ValueError(f"need steps >= 2, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")
+    total = steps + warmup + 1
+    quiet: dict[str, Any] = dict(steps=total, eval_every=total + 1, val_size=1, val_samples=0, progress=False)
+    beds = {"study_base": base("full", **quiet), "half_batch": base("full", **{**HALF_BED, **quiet})}
+    shown = ("prompts_per_step", "group_size", "num_iterations", "num_mini_batches", "max_completion_length")
+    raw: dict[str, list[dict]] = {name: [] for name in beds}
+    with torch_threads(threads):
+        for r in range(rounds):
+            for name, config in beds.items():
+                clock = StepClock(total)
+                metrics = train(config.replace(seed=r), callbacks=[clock])
+                rows = metrics.dropna(subset=["reward"]).iloc[warmup + 1 :]
+                phases = ["time/sample_s", "time/logprob_s", "time/train_s"]
+                raw[name].append(
+                    {
+                        "step_s": step_seconds(clock.stamps, warmup),
+                        "phases": {k.split("/")[1]: float(rows[k].median()) for k in phases},
+                    }
+                )
+    out: dict[str, Any] = {"rounds": rounds, "steps": steps, "threads": threads}
+    for name, results in raw.items():
+        out[name] = {
+            "step_s": _median([x for res in results for x in res["step_s"]]),
+            "phases": {
+                k: statistics.median(res["phases"][k] for res in results) for k in results[0]["phases"]
+            },
+            "config": {k: getattr(beds[name], k) for k in shown},
+        }
+    out["ratio"] = out["half_batch"]["step_s"] / out["study_base"]["step_s"]
+    return out
+
+
+def format_study_step(report: dict) -> str:
+    """The study-step comparison as plain text."""
+    lines = [
+        f"study base and half batch: median of {report['rounds']} interleaved rounds x "
+        f"{report['steps']} steps, {report['threads']} torch thread(s)"
+    ]
+    for name in ("study_base", "half_batch"):
+        r = report[name]
+        phases = ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
+        setup = ", ".join(f"{k}={v}" for k, v in r["config"].items())
+        lines.append(f"{name:>10}: {r['step_s']:.3f} s a step ({phases}); {setup}")
+    lines.append(f"half batch / study base: {report['ratio']:.2f}")
+    return "\n".join(lines)
 
 
 def targets(report: dict) -> dict:

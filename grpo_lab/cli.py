@@ -1,5 +1,5 @@
-"""Command line: `grpo-lab train`, `grpo-lab fields`, `grpo-lab presets`, `grpo-lab figures`,
-`grpo-lab diagnose`, `grpo-lab bench`."""
+"""Command line: `grpo-lab train`, `grpo-lab fields`, `grpo-lab presets`, `grpo-lab plan`,
+`grpo-lab figures`, `grpo-lab diagnose`, `grpo-lab bench`."""
 
 import argparse
 import dataclasses
@@ -11,6 +11,7 @@ import typing
 from pathlib import Path
 
 from grpo_lab.config import Config, field_doc, parse_override
+from grpo_lab.profiles import PROFILES
 
 SECTION = re.compile(r"^\s*# --- (.+?)(:.*)? ---\s*$")
 FIELD = re.compile(r"^\s{4}(\w+): ")
@@ -85,6 +86,19 @@ def _presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from grpo_lab.plan import CALIBRATION, calibrate, describe, plan
+
+    if args.calibrate:
+        record = calibrate()
+        print(f"calibration written to {CALIBRATION}: {describe(record)}")
+        print(json.dumps(record["seconds"], indent=2))
+        return 0
+    planned = plan(args.profile, args.only, from_empty=args.from_empty)
+    print(json.dumps(planned.counts(), indent=2) if args.json else planned.format())
+    return 0
+
+
 def _figures(args: argparse.Namespace) -> int:
     from grpo_lab.figures import regenerate
 
@@ -101,8 +115,14 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from grpo_lab.bench import bench, format_report
+    from grpo_lab.bench import bench, format_report, format_study_step, study_step
 
+    if args.study:
+        threads = args.threads or 1
+        report = study_step(rounds=args.rounds, steps=args.steps, warmup=args.warmup, threads=threads)
+        print(format_study_step(report))
+        _write_json(report, args.json)
+        return 0
     report = bench(
         model=args.model,
         steps=args.steps,
@@ -118,11 +138,16 @@ def _bench(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     print(format_report(report))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2))
-        print(f"figures written to {args.json}")
+    _write_json(report, args.json)
     return 0
+
+
+def _write_json(report: dict, path: str | None) -> None:
+    """Also write a bench report to `path` as JSON (nothing without a path)."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(report, indent=2))
+        print(f"figures written to {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +178,29 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("presets", help="list presets, or show what one changes relative to grpo")
     p.add_argument("--diff", metavar="NAME", default=None)
     p.set_defaults(fn=_presets)
-    f = sub.add_parser("figures", help="regenerate the figures by running the notebooks with papermill")
-    f.add_argument("--profile", choices=["smoke", "full"], default="full")
+    pl = sub.add_parser(
+        "plan",
+        help="the runs each notebook needs under a profile, how many are stored, the core-hours of the rest",
+        description="Per notebook and in total: the runs the profile needs (a run shared by notebooks "
+        "counts once, for the first), how many the run store holds finished and current, and the "
+        "core-hours (and hours on this machine's cores) of the rest, from the committed calibration.",
+    )
+    pl.add_argument("--profile", choices=list(PROFILES), default="full")
+    pl.add_argument("--only", nargs="*", default=None, help="notebook names or numbers (default: all)")
+    pl.add_argument("--from-empty", action="store_true", help="ignore the run store: every run is to train")
+    pl.add_argument(
+        "--json", action="store_true", help="print {notebook: {runs, stored, to_train, core_hours}}"
+    )
+    pl.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="time a few steps and evaluations of the study base on one thread and write the calibration",
+    )
+    pl.set_defaults(fn=_plan)
+    f = sub.add_parser(
+        "figures", help="print the plan, then regenerate the figures by running the notebooks with papermill"
+    )
+    f.add_argument("--profile", choices=list(PROFILES), default="full")
     f.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
     f.set_defaults(fn=_figures)
     d = sub.add_parser(
@@ -198,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--pool-model", default="embedded", help="the model of that sweep")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     b.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    b.add_argument(
+        "--study",
+        action="store_true",
+        help="instead: time the study base's step against the half batch's (interleaved, one thread)",
+    )
     b.set_defaults(fn=_bench)
     args = parser.parse_args(argv)
     try:

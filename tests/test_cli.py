@@ -98,7 +98,7 @@ def test_train_writes_a_run_directory(run_dir, tiny_model_path, capsys):
         assert 0.0 <= r["val/accuracy"] <= 1.0
         assert "reward" in r and "loss" in r and "kl" in r
         assert r["completions/max_length"] <= 8
-    assert set(rows[-1]) == {"step", "val/accuracy", "val/reward"}
+    assert set(rows[-1]) == {"step", "val/accuracy", "val/reward", "val/sampled_accuracy"}
 
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert samples and {s["step"] for s in samples} == {0, 1}
@@ -174,3 +174,32 @@ def test_train_help_points_to_fields(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "grpo-lab fields" in capsys.readouterr().out
+
+
+def test_plan_json_gives_the_four_counts_per_notebook_and_in_total(capsys):
+    assert main(["plan", "--profile", "smoke", "--only", "01", "03", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert list(counts) == ["01_baseline", "03_schemes", "total"]
+    for row in counts.values():
+        assert set(row) == {"runs", "stored", "to_train", "core_hours"}
+        assert row["runs"] == row["stored"] + row["to_train"]
+    assert counts["total"]["runs"] == counts["01_baseline"]["runs"] + counts["03_schemes"]["runs"] == 4
+
+
+def test_plan_from_empty_prints_a_table_with_nothing_stored(capsys):
+    assert main(["plan", "--profile", "smoke", "--only", "01", "--from-empty"]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith(("01_", "total"))
+    }
+    assert rows["01_baseline"][:3] == ["2", "0", "2"] and rows["total"][:3] == ["2", "0", "2"]
+    assert "the store ignored (--from-empty)" in out and "core-h" in out
+
+
+def test_plan_refuses_an_unknown_profile_or_notebook(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--profile", "fast"])
+    assert exit_info.value.code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
+    assert main(["plan", "--profile", "smoke", "--only", "99"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("grpo-lab: error: no notebook matches ['99']; valid: 01_baseline")
