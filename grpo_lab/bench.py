@@ -124,6 +124,7 @@ def config_for(work: Work, beta: float, steps: int, seed: int = 0) -> Config:
         fault_long_frac=1.0 if work.force_length else 0.0,
         eval_every=steps + 1,
         val_size=1,
+        val_samples=0,
         device="cpu",
         progress=False,
     )

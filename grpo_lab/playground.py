@@ -346,15 +346,16 @@ def embedded(
     settings: Profile, preset: str = "grpo", seed: int = 0, steps_per_click: int = 2, **changes: Any
 ) -> Playground:
     """A playground on the embedded model, sized by a notebook profile: a trainer with room for many
-    clicks, validation only at the start (the plot shows training metrics), no run directory.
-    `changes` are config fields set at the start (any field, live or not)."""
-    config = presets.preset(
-        preset,
+    clicks, greedy validation only at the start (the plot shows training metrics; no sampled
+    accuracy), no run directory. `changes` are config fields set at the start (any field, live or
+    not)."""
+    start = dict(
         seed=seed,
         steps=PLAYGROUND_STEPS,
         eval_every=10_000,
         val_size=settings.val_size,
+        val_samples=0,
         progress=False,
-        **changes,
     )
+    config = presets.preset(preset, **{**start, **changes})
     return Playground(Trainer(config), steps_per_click=steps_per_click)

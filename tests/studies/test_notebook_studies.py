@@ -53,7 +53,7 @@ def test_fault_changes_are_paired_wide_tables_with_their_mde():
 
 def test_horizon_profile_keeps_its_own_seeds_and_trims_the_rates_in_smoke():
     full = horizon.settings("full")
-    assert (full.seeds, full.steps, full.eval_every) == (horizon.FULL.seeds, 200, 20)
+    assert (full.seeds, full.steps, full.eval_every) == (horizon.FULL.seeds, 500, 50)
     assert [p.columns["learning_rate"] for p in horizon.design(full)] == list(horizon.LEARNING_RATES)
     smoke = horizon.settings("smoke")
     assert smoke.seeds == (0, 1) and len(horizon.design(smoke)) == horizon.SMOKE_KEEP

@@ -81,7 +81,7 @@ def test_scores_main_effects_report_and_figure_on_synthetic_runs():
     table = screen.main_effects(scored).set_index("factor")
     assert table.loc["adv_clip", "effect"] == pytest.approx(0.2, abs=0.02)
     assert table.loc["adv_clip", "verdict"] == "better" and (table["seeds"] == 3).all()
-    assert (table["runs"] == 96).all() and (table["variance"] == "between blocks").all()
+    assert (table["runs"] == 96).all() and (table["variance"] == "pooled interaction columns").all()
     # the margin: MARGIN_OF_GAIN of what the runs learn, 0.4 + 0.2 / 2 - 0.3 on average
     assert table["gain"].iloc[0] == pytest.approx(0.2, abs=0.01)
     np.testing.assert_allclose(table["margin"], MARGIN_OF_GAIN * table["gain"])
