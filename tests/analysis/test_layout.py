@@ -2,6 +2,8 @@
 a model, so that reading results never needs (or silently starts) training."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,17 @@ def test_the_check_finds_every_form_of_import(source, expected):
 @pytest.mark.parametrize("module", sorted(ANALYSIS.glob("*.py")), ids=lambda p: p.name)
 def test_analysis_modules_import_nothing_that_trains(module):
     assert forbidden(imported(module.read_text())) == []
+
+
+@pytest.mark.parametrize("module", ["grpo_lab.analysis", "grpo_lab.runlog"])
+def test_reading_run_logs_loads_neither_the_trainer_nor_a_model_library(module):
+    """At run time, not only in the source text: a fresh interpreter that imports `module` has not
+    loaded the trainer or transformers, and `grpo_lab.Trainer` still loads when asked for."""
+    code = (
+        f"import sys, {module}\n"
+        "loaded = [m for m in ('transformers', 'grpo_lab.trainer') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "import grpo_lab\n"
+        "assert grpo_lab.Trainer.__module__ == 'grpo_lab.trainer' and callable(grpo_lab.train)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
