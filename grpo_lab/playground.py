@@ -1,34 +1,71 @@
 """The live playground of notebook 10: widgets for the live config fields, a Train button and a plot of
-reward, KL and clip rate that follows the run as it trains. A widget change is handed to the trainer
-(`Trainer.reconfigure`) before its next step, so it takes effect without restarting the run."""
+reward, KL, the clip rate (split into its low and high sides) and the spread of the importance ratio
+that follows the run as it trains. A widget change is handed to the trainer (`Trainer.reconfigure`)
+before its next step, so it takes effect without restarting the run."""
 
 import html
 import io
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from grpo_lab import objective, presets
+from grpo_lab import objective
 from grpo_lab.config import Config
 from grpo_lab.profiles import Profile
+from grpo_lab.studies.base import base
 from grpo_lab.trainer import Trainer
 
-PLOTTED = {
-    "reward": ("training reward", "mean reward per completion"),
-    "kl": ("KL to reference", "KL (nats per token)"),
-    "clip_ratio/region_mean": ("clip rate", "fraction of tokens clipped"),
-}
-"""metric -> (panel title, y-axis label), TRL's metric names"""
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of the plot: its lines (metric, legend label; the first is the panel's own) and an
+    optional shaded band between two metrics."""
+
+    title: str
+    ylabel: str
+    lines: tuple[tuple[str, str], ...]
+    band: tuple[str, str] | None = None
+
+
+PANELS = (
+    Panel("training reward", "mean reward per completion", (("reward", "reward"),)),
+    Panel("KL to reference", "KL (nats per token)", (("kl", "KL"),)),
+    Panel(
+        "clip rate",
+        "fraction of tokens clipped",
+        (
+            ("clip_ratio/region_mean", "all"),
+            ("clip_ratio/low_mean", "low: ratio < 1 - ε low"),
+            ("clip_ratio/high_mean", "high: ratio > 1 + ε high"),
+        ),
+    ),
+    Panel(
+        "importance ratio",
+        "new / old policy, per token",
+        (("ratio/p50", "median"),),
+        band=("ratio/p05", "ratio/p95"),
+    ),
+)
+"""the plot's panels, TRL's metric names where TRL has one: a change of ε shows on which side the
+clip bites (clip rate) and how far the ratio leaves 1 (its 5-95% band)"""
+
+PLAYGROUND_BED: dict[str, Any] = {"prompts_per_step": 4}
+"""what the playground changes on the study base: half its prompts, so each of its four
+mini-batches is one group; a step takes about half the base's (0.9 s on one core, `grpo-lab bench
+--study`) while the clip still binds on about 1.7% of tokens and answers vary from 4 to 47 tokens"""
 
 KL_COEF_KEY = "kl/coef"
 """the logged KL coefficient of a step: what the step actually used (after any schedule)"""
 
 CHANGE_COLORS = ("tab:red", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
-"""colors of the lines marking setting changes (the data are blue)"""
+"""colors of the lines marking setting changes"""
+DATA_COLORS = ("tab:blue", "tab:cyan", "tab:olive")
+"""colors of a panel's data lines, its own first"""
 
 MAX_LEGEND = 6
 """setting changes listed under the plot (the latest ones)"""
@@ -40,6 +77,7 @@ CSS = {
     "kl_coef": "grpo-kl-slider",
     "steps_per_click": "grpo-steps-per-click",
     "train": "grpo-train",
+    "eps_high": "grpo-eps-high-slider",
     "coef_in_use": "grpo-kl-coef",
     "plot": "grpo-plot",
     "status": "grpo-status",
@@ -97,6 +135,7 @@ def controls(config: Config) -> dict[str, widgets.ValueWidget]:
     for widget in made.values():
         widget.style = {"description_width": "9em"}
     made["kl_coef"].add_class(CSS["kl_coef"])
+    made["eps_high"].add_class(CSS["eps_high"])
     return made
 
 
@@ -174,8 +213,8 @@ class Playground:
         self.coef_in_use.add_class(CSS["coef_in_use"])
         self.status = widgets.HTML(value="no steps yet")
         self.status.add_class(CSS["status"])
-        self.figure = Figure(figsize=(11.0, 3.4), layout="constrained")
-        self.axes = self.figure.subplots(1, len(PLOTTED))
+        self.figure = Figure(figsize=(14.0, 3.6), layout="constrained")
+        self.axes = self.figure.subplots(1, len(PANELS))
         self.plot = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="1100px"))
         self.plot.add_class(CSS["plot"])
         left = widgets.VBox([*self.controls.values(), self.steps_per_click])
@@ -266,21 +305,28 @@ class Playground:
         colors = {at: CHANGE_COLORS[i % len(CHANGE_COLORS)] for i, at in enumerate(changed)}
         for legend in list(self.figure.legends):
             legend.remove()
-        for ax, (metric, (title, ylabel)) in zip(self.axes, PLOTTED.items()):
+        for ax, panel in zip(self.axes, PANELS):
             ax.clear()
-            values = [row.get(metric, math.nan) for row in self.history]
-            ax.plot(steps, values, marker="o", markersize=3, lw=1.5, color="tab:blue")
+            for (metric, label), color in zip(panel.lines, DATA_COLORS):
+                values = [row.get(metric, math.nan) for row in self.history]
+                ax.plot(steps, values, marker="o", markersize=3, lw=1.5, color=color, label=label)
+            if panel.band is not None:
+                low, high = ([row.get(m, math.nan) for row in self.history] for m in panel.band)
+                ax.fill_between(steps, low, high, color=DATA_COLORS[0], alpha=0.2, label="5-95% of tokens")
+            if len(panel.lines) > 1 or panel.band is not None:
+                ax.legend(fontsize=7, loc="upper left")
             for at, fields in changed.items():
                 ax.axvline(
                     at - 0.5, color=colors[at], ls="--", lw=1.2, label=f"step {at}: {_format_change(fields)}"
                 )
-            ax.set_title(title, fontsize=10)
+            ax.set_title(panel.title, fontsize=10)
             ax.set_xlabel("step")
-            ax.set_ylabel(ylabel)
+            ax.set_ylabel(panel.ylabel)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
         if changed:
             handles, labels = self.axes[0].get_legend_handles_labels()
+            handles, labels = handles[1:], labels[1:]  # the reward panel's own line is not a change
             shown = slice(-MAX_LEGEND, None)  # the latest changes; older lines stay drawn
             self.figure.legend(
                 handles[shown],
@@ -305,7 +351,9 @@ class Playground:
         self.coef_in_use.value = f"{last[KL_COEF_KEY]:.3g}"
         self.status.value = html.escape(
             f"step {last['step']} · reward {last['reward']:.3f} · KL {last.get('kl', math.nan):.4f}"
-            f" · clip rate {last.get('clip_ratio/region_mean', math.nan):.3f}"
+            f" · clip rate {last.get('clip_ratio/region_mean', math.nan):.4f}"
+            f" (low {last.get('clip_ratio/low_mean', math.nan):.4f},"
+            f" high {last.get('clip_ratio/high_mean', math.nan):.4f})"
         )
 
     def _announce(self, changes: dict) -> None:
@@ -345,8 +393,10 @@ class Playground:
 def embedded(
     settings: Profile, preset: str = "grpo", seed: int = 0, steps_per_click: int = 2, **changes: Any
 ) -> Playground:
-    """A playground on the embedded model, sized by a notebook profile: a trainer with room for many
-    clicks, greedy validation only at the start (the plot shows training metrics; no sampled
+    """A playground on the embedded model, sized by a notebook profile: the study base
+    (`studies.base`: the worked task, answers of 4 to 47 tokens, two passes of four mini-batches so
+    that the ratio leaves 1 and the clip binds) of `preset` with `PLAYGROUND_BED`, a trainer with room
+    for many clicks, greedy validation only at the start (the plot shows training metrics; no sampled
     accuracy), no run directory. `changes` are config fields set at the start (any field, live or
     not)."""
     start = dict(
@@ -357,5 +407,5 @@ def embedded(
         val_samples=0,
         progress=False,
     )
-    config = presets.preset(preset, **{**start, **changes})
+    config = base(settings, preset, **{**PLAYGROUND_BED, **start, **changes})
     return Playground(Trainer(config), steps_per_click=steps_per_click)

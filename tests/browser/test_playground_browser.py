@@ -1,5 +1,6 @@
 """Notebook 10_playground in a real browser: JupyterLab runs it, the KL slider is moved with the keyboard,
-Train is pressed, and the plot and the displayed KL coefficient must follow."""
+Train is pressed, and the plot and the displayed KL coefficient must follow; then the ε-high slider is
+moved down, Train is pressed again, and the high side of the clip must bite more."""
 
 import re
 from pathlib import Path
@@ -39,6 +40,41 @@ def _last_step(status: str) -> int:
     return int(found.group(1))
 
 
+def _high_clip(status: str) -> float:
+    """The high-side clipped share of the last step, from the status line."""
+    found = re.search(r"high ([0-9.]+)\)", status)
+    assert found, f"the status line shows no high-side clipped share: {status!r}"
+    return float(found.group(1))
+
+
+def _press_train(page, step_before: int, steps_per_click: int) -> None:
+    page.locator(f"button.{CSS['train']}").click()
+    page.wait_for_function(
+        "([sel, text]) => document.querySelector(sel).textContent.startsWith(text)",
+        arg=[f".{CSS['status']}", f"step {step_before + steps_per_click} "],
+        timeout=TRAIN_MS,
+    )
+    page.wait_for_selector(f"button.{CSS['train']}:not([disabled])", timeout=TRAIN_MS)
+
+
+def _move(page, css: str, key: str, presses: int, field: str) -> float:
+    """Move a slider's handle with the keyboard, as a user would; wait until the kernel has the new
+    value (the status announces it); return the slider's new readout."""
+    readout_before = _text(page, css, ".widget-readout")
+    page.locator(f".{css} .noUi-handle").focus()
+    for _ in range(presses):
+        page.keyboard.press(key)
+    page.wait_for_function(
+        "([sel, old]) => document.querySelector(sel).textContent.trim() !== old",
+        arg=[f".{css} .widget-readout", readout_before],
+    )
+    page.wait_for_function(
+        "([sel, text]) => document.querySelector(sel).textContent.includes(text)",
+        arg=[f".{CSS['status']}", f"next step uses {field}"],
+    )
+    return float(_text(page, css, ".widget-readout"))
+
+
 def _plot(page) -> bytes:
     plot = page.locator(f"img.{CSS['plot']}")
     page.wait_for_function(f"() => ({PLOT_LOADED})(document.querySelector('img.{CSS['plot']}'))")
@@ -67,31 +103,26 @@ def _drive(page, lab) -> None:
 
     # move the KL slider one notch to the right with the keyboard, as a user would
     readout_before = _text(page, CSS["kl_coef"], ".widget-readout")
-    page.locator(f".{CSS['kl_coef']} .noUi-handle").focus()
-    page.keyboard.press("ArrowRight")
-    page.wait_for_function(
-        "([sel, old]) => document.querySelector(sel).textContent.trim() !== old",
-        arg=[f".{CSS['kl_coef']} .widget-readout", readout_before],
-    )
-    slider_value = float(_text(page, CSS["kl_coef"], ".widget-readout"))
+    slider_value = _move(page, CSS["kl_coef"], "ArrowRight", 1, "kl_coef")
     assert slider_value > float(readout_before)
-    page.wait_for_function(  # the kernel has the new value
-        "sel => document.querySelector(sel).textContent.includes('next step uses kl_coef')",
-        arg=f".{CSS['status']}",
-    )
-
-    page.locator(f"button.{CSS['train']}").click()
-    page.wait_for_function(
-        "([sel, text]) => document.querySelector(sel).textContent.startsWith(text)",
-        arg=[f".{CSS['status']}", f"step {step_before + steps_per_click} "],
-        timeout=TRAIN_MS,
-    )
-    page.wait_for_selector(f"button.{CSS['train']}:not([disabled])", timeout=TRAIN_MS)
+    _press_train(page, step_before, steps_per_click)
 
     coef_after = float(_text(page, CSS["coef_in_use"], ".widget-html-content"))
     assert coef_after != coef_before
     assert coef_after == pytest.approx(slider_value, rel=5e-3)
-    assert _plot(page) != plot_before
+    plot_after_kl = _plot(page)
+    assert plot_after_kl != plot_before
+
+    # then ε high down by a decade (ten notches of the log slider): the high side must clip more
+    status = _text(page, CSS["status"])
+    high_before, step = _high_clip(status), _last_step(status)
+    eps_before = float(_text(page, CSS["eps_high"], ".widget-readout"))
+    eps_after = _move(page, CSS["eps_high"], "ArrowLeft", 10, "eps_high")
+    assert eps_after == pytest.approx(eps_before / 10, rel=0.05)
+    _press_train(page, step, steps_per_click)
+    high_after = _high_clip(_text(page, CSS["status"]))
+    assert high_after > high_before, f"high-side clipped share {high_before} -> {high_after}"
+    assert _plot(page) != plot_after_kl
 
 
 @pytest.mark.slow
@@ -106,6 +137,8 @@ def test_playground_reacts_to_the_kl_slider_and_the_train_button(lab, chromium, 
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             try:
                 _drive(page, lab)
+                page.screenshot(path=tmp_path / "playground.png", full_page=True)  # both change markers
+                print(f"the playground after both changes: {tmp_path / 'playground.png'}")
             except Exception:
                 page.screenshot(path=tmp_path / "failure.png", full_page=True)
                 print(f"page at failure: {tmp_path / 'failure.png'}\nserver log:\n{lab.log_tail()}")
