@@ -231,20 +231,21 @@ class Playground:
 
     @property
     def pending(self) -> dict:
-        """The controls moved since the start whose value differs from the trainer's current config.
-        A control never moved is no change, even where it cannot show the config's value (a KL
+        """The controls moved since the start whose value differs from the trainer's current one
+        (`Trainer.live_values`: the KL controller's coefficient, the config's other fields). A control
+        never moved is no change, even where it cannot show the config's value (a KL
         coefficient of 0 sits at the slider's lowest notch)."""
-        config = self.trainer.config
+        current = self.trainer.live_values()
         moved = {k: self.controls[k].value for k in sorted(self._moved)}
-        return {k: v for k, v in moved.items() if v != getattr(config, k)}
+        return {k: v for k, v in moved.items() if v != current[k]}
 
     def apply(self) -> dict:
         """Hand the pending changes to the trainer; return them as {field: (old, new)}. Raises the
         trainer's ValueError when the combination is invalid (the trainer is then left unchanged)."""
-        before, changes = self.trainer.config, self.pending
+        before, changes = self.trainer.live_values(), self.pending
         if changes:
             self.trainer.reconfigure(**changes)
-        return {k: (getattr(before, k), v) for k, v in changes.items()}
+        return {k: (before[k], v) for k, v in changes.items()}
 
     def set(self, **values: Any) -> dict:
         """Move controls as a user would (`set(kl_coef=0.1)`), then apply them together; return the

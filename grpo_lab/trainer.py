@@ -496,10 +496,12 @@ class Trainer:
         """Change live fields (`LIVE_FIELDS`) between steps; the next step uses the new values, and
         the change is recorded in `events` (and the run's events.jsonl). The new config is validated
         like any other: a bad value, or a field that needs a new run, raises ValueError and changes
-        nothing. A kl_coef set live is the coefficient of the next step whatever the schedule; the
-        schedule continues from it (a linear one then runs from it to kl_coef_final over the steps
-        left). Switching the KL on in a run started without it loads the reference: the weights the
-        run started from, as if the KL had been on from the start. Returns the new config."""
+        nothing. A field equal to its current value (`live_values`: for kl_coef the KL controller's,
+        which a schedule may have moved) is no change. A kl_coef set live is the coefficient of the
+        next step whatever the schedule; the schedule continues from it (a linear one then runs from
+        it to kl_coef_final over the steps left). Switching the KL on in a run started without it
+        loads the reference: the weights the run started from, as if the KL had been on from the
+        start. Returns the new config."""
         if self.finished:
             raise RuntimeError("the run is finished (its summary is written); start a new Trainer")
         unknown = sorted(set(changes) - set(field_names()))
@@ -514,8 +516,8 @@ class Trainer:
                 f"fields that change live: {', '.join(LIVE_FIELDS)}"
             )
         new = self.config.replace(**changes)  # a bad value raises here, before anything changes
-        diff = {k: [getattr(self.config, k), getattr(new, k)] for k in changes}
-        diff = {k: v for k, v in diff.items() if v[0] != v[1]}
+        current = self.live_values()
+        diff = {k: [current[k], getattr(new, k)] for k in changes if current[k] != getattr(new, k)}
         if not diff:
             return self.config
         self._apply(new)
@@ -527,6 +529,11 @@ class Trainer:
             with open(self.out / EVENTS, "a") as f:
                 f.write(json.dumps(event) + "\n")
         return new
+
+    def live_values(self) -> dict[str, Any]:
+        """The value each live field has now: the config's, except the KL coefficient, which the KL
+        controller owns once a schedule has moved it."""
+        return {**{k: getattr(self.config, k) for k in LIVE_FIELDS}, "kl_coef": self.kl_ctl.coef}
 
     def _apply(self, new: Config) -> None:
         """Make `new` the current config: objective, reference, schedule parameters, learning rate."""

@@ -53,6 +53,21 @@ def test_kl_coef_set_live_is_used_next_step_and_the_linear_schedule_restarts_fro
     assert [r["kl/coef"] for r in rows] == pytest.approx(expected)
 
 
+def test_kl_coef_set_back_to_its_start_after_a_schedule_moved_it(tiny):
+    """The KL controller owns beta once a schedule moves it: setting the starting value again is a
+    change (recorded from the controller's value), not a silent no-op."""
+    trainer = Trainer(tiny(kl_schedule="linear", kl_coef=0.04, kl_coef_final=0.0))
+    trainer.step(), trainer.step()
+    moved = trainer.kl_coef
+    assert moved < 0.04 and trainer.config.kl_coef == 0.04
+    trainer.reconfigure(kl_coef=0.04)
+    assert trainer.kl_coef == 0.04
+    assert trainer.events[-1]["changes"] == {"kl_coef": [pytest.approx(moved), 0.04]}
+    assert trainer.step()["kl/coef"] == pytest.approx(0.04)
+    trainer.reconfigure(kl_coef=trainer.kl_coef)  # the value in use: no change, no event
+    assert len(trainer.events) == 1
+
+
 def test_kl_switched_on_live_loads_the_starting_weights_as_reference(tiny, tiny_model_path):
     trainer = Trainer(tiny(kl_coef=0.0))
     assert trainer.policy.reference is None
