@@ -21,6 +21,7 @@ def __getattr__(name: str) -> Any:
         return getattr(trainer, name)
     raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")
 
+
 __all__ = [
     "PRESETS",
     "Config",
