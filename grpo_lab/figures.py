@@ -204,11 +204,17 @@ def figures_of(record: dict[str, Any], figures: list[Path]) -> list[Path]:
     return [f for f in figures if start <= f.stat().st_mtime <= end]
 
 
+ORPHANS = "Figures no recorded execution wrote"
+"""the index's last section: figures that no execution, recorded here or kept, wrote"""
+
+
 def write_index(root: Path, profile: str) -> Path:
     """Write the index of figures for `profile` (see `index_path`): a section per executed notebook
     with its parameters, resolved profile, commit and dates, the figures it wrote and the markdown
     tables written beside them (`<figure>.md`, e.g. the verdict table); then the figures no recorded
-    execution wrote. Built from notebooks/executed/ and figures/ as they are."""
+    execution wrote. Built from notebooks/executed/ and figures/ as they are; the section of a
+    notebook with no executed copy here (`grpo-lab figures --only` ran others) is kept as the index
+    had it, with the figures it lists, so regenerating one notebook never drops another's record."""
     executed = sorted((root / "notebooks" / "executed").glob("[0-9][0-9]_*.ipynb"))
     figures = sorted((root / "figures").glob("*.png"))
     records = [execution_record(p) for p in executed]
@@ -221,40 +227,63 @@ def write_index(root: Path, profile: str) -> Path:
         "(`notebooks/executed/`): each figure is listed under the notebook whose execution wrote it, "
         "with that execution's parameters, profile, commit and dates (UTC). Do not edit by hand.",
     ]
-    claimed: set[Path] = set()
+    sections = _kept_sections(path, {r["notebook"] for r in records})
+    claimed = {
+        f for f in figures if any(f"[{f.name}]" in line for kept in sections.values() for line in kept)
+    }
     for record in records:
         mine = figures_of(record, figures)
         claimed.update(mine)
-        duration = (record["end"] - record["start"]).total_seconds()
-        params = ", ".join(f"`{k}={v!r}`" for k, v in record["parameters"].items())
-        lines += [
-            "",
-            f"## {record['notebook']}" + (" (FAILED)" if record["failed"] else ""),
-            "",
-            f"- executed: {record['start']:%Y-%m-%d %H:%M:%S} to {record['end']:%H:%M:%S} UTC "
-            f"({duration:.0f} s)",
-            f"- commit: `{record['commit']}`",
-            f"- parameters: {params or 'none'}",
-            "- resolved profile: " + "; ".join(f"`{p}`" for p in record["profiles"])
-            if record["profiles"]
-            else "- resolved profile: not displayed",
-            "",
-        ]
-        if mine:
-            lines += ["| figure | written (UTC) |", "|---|---|"]
-            for f in mine:
-                written = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
-                lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} |")
-            for table in (f.with_suffix(".md") for f in mine if f.with_suffix(".md").exists()):
-                lines += ["", f"Table written with {table.stem}.png:", "", table.read_text().rstrip()]
-        else:
-            lines.append("No figure was written by this execution.")
+        sections[record["notebook"]] = _section(record, mine, link)
+    for name in sorted(sections):
+        lines += ["", *sections[name]]
     orphans = [
         f for f in figures if f not in claimed and (profile != "full" or not f.stem.endswith("_smoke"))
     ]
     if orphans:
-        lines += ["", "## Figures no recorded execution wrote", ""]
+        lines += ["", f"## {ORPHANS}", ""]
         lines += [f"- [{f.name}]({link[f]})" for f in orphans]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _section(record: dict[str, Any], mine: list[Path], link: dict[Path, str]) -> list[str]:
+    """The index's section of one recorded execution and the figures it wrote."""
+    duration = (record["end"] - record["start"]).total_seconds()
+    params = ", ".join(f"`{k}={v!r}`" for k, v in record["parameters"].items())
+    lines = [
+        f"## {record['notebook']}" + (" (FAILED)" if record["failed"] else ""),
+        "",
+        f"- executed: {record['start']:%Y-%m-%d %H:%M:%S} to {record['end']:%H:%M:%S} UTC ({duration:.0f} s)",
+        f"- commit: `{record['commit']}`",
+        f"- parameters: {params or 'none'}",
+        "- resolved profile: " + "; ".join(f"`{p}`" for p in record["profiles"])
+        if record["profiles"]
+        else "- resolved profile: not displayed",
+        "",
+    ]
+    if not mine:
+        return [*lines, "No figure was written by this execution."]
+    lines += ["| figure | written (UTC) |", "|---|---|"]
+    for f in mine:
+        written = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
+        lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} |")
+    for table in (f.with_suffix(".md") for f in mine if f.with_suffix(".md").exists()):
+        lines += ["", f"Table written with {table.stem}.png:", "", table.read_text().rstrip()]
+    return lines
+
+
+def _kept_sections(path: Path, recorded: set[str]) -> dict[str, list[str]]:
+    """The sections of the index at `path` (if any) for notebooks not in `recorded`, as written."""
+    if not path.exists():
+        return {}
+    kept: dict[str, list[str]] = {}
+    name: str | None = None
+    for line in path.read_text().splitlines():
+        if line.startswith("## "):
+            title = line[3:].removesuffix(" (FAILED)")
+            name = title if title not in recorded and title != ORPHANS else None
+        if name is not None:
+            kept.setdefault(name, []).append(line)
+    return {k: "\n".join(v).rstrip().split("\n") for k, v in kept.items()}

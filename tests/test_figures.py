@@ -95,6 +95,29 @@ def test_index_lists_each_figure_under_the_execution_that_wrote_it(tmp_path):
     assert "99_old.png" in orphans and "_smoke" not in orphans  # smoke figures are not the full index's
 
 
+def test_a_notebook_without_an_execution_here_keeps_its_section(tmp_path):
+    """`grpo-lab figures --only 07_kl` on a machine without 06's execution: 06's section and the
+    figures it lists stay as the index had them; 07's section is written anew."""
+    fake_project(tmp_path)
+    figures.write_index(tmp_path, "full")
+    (tmp_path / "notebooks" / "executed" / "06_sensitivity.ipynb").unlink()
+    executed_notebook(
+        tmp_path / "notebooks" / "executed" / "07_kl.ipynb",
+        T0 + datetime.timedelta(hours=1),
+        60,
+        {"profile": "full"},
+        "def456",
+    )
+    figure(tmp_path, "07_kl_tokens.png", T0 + datetime.timedelta(hours=1, seconds=30))
+    text = figures.write_index(tmp_path, "full").read_text()
+    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
+    assert list(sections) == ["06_sensitivity", "07_kl", "Figures no recorded execution wrote"]
+    assert "`abc123`" in sections["06_sensitivity"] and "[06_sensitivity.png]" in sections["06_sensitivity"]
+    assert "`def456`" in sections["07_kl"] and "[07_kl_tokens.png]" in sections["07_kl"]
+    orphans = sections["Figures no recorded execution wrote"]
+    assert "06_sensitivity.png" not in orphans and "07_kl_gradients.png" in orphans  # 07 no longer wrote it
+
+
 def test_other_profiles_index_beside_the_executed_notebooks(tmp_path):
     fake_project(tmp_path)
     path = figures.write_index(tmp_path, "smoke")
