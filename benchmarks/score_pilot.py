@@ -38,8 +38,12 @@ penalty of `presets.TRICKS` against grpo); name -> (preset, changes over the stu
 COMPARISONS = (("scheme_a", "grpo"), ("length_penalty", "grpo"))
 
 
-def train_one(arm: str, seed: int, steps: int, eval_every: int, prompts: int, samples: int, out: str) -> str:
-    """Train one arm on one seed with the rich evaluation every `eval_every` steps; write its record."""
+def train_one(
+    arm: str, seed: int, steps: int, eval_every: int, prompts: int, samples: int, out: str, common: dict
+) -> str:
+    """Train one arm on one seed with the rich evaluation every `eval_every` steps; write its record.
+    `common` holds config changes applied to every arm (a study base variant, such as its learning
+    rate)."""
     import torch
 
     from grpo_lab.evaluation import evaluate, sampled_correct, sampling_seed
@@ -49,7 +53,7 @@ def train_one(arm: str, seed: int, steps: int, eval_every: int, prompts: int, sa
     torch.set_num_threads(1)
     name, changes = ARMS[arm]
     quiet = dict(steps=steps, eval_every=steps + 1, val_size=1, val_samples=0, seed=seed)
-    config = base("full", name, **{**changes, **quiet})
+    config = base("full", name, **{**common, **changes, **quiet})
     trainer = Trainer(config)
     val = trainer.task.validation(prompts)
     half = prompts // 2
@@ -242,6 +246,13 @@ def main() -> None:
     r.add_argument("--samples", type=int, default=4)
     r.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     r.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    r.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="FIELD=JSON",
+        help="config changes applied to every arm, values as JSON (learning_rate=6e-5)",
+    )
     t = sub.add_parser("table", help="the candidates' table from the stored runs")
     t.add_argument("--store", required=True)
     t.add_argument("--target", type=float, default=0.15, help="the MDE target as a fraction of grpo's gain")
@@ -261,7 +272,13 @@ def main() -> None:
     print(
         f"score pilot: {len(jobs)} runs to train of {args.steps} steps on {args.workers} workers", flush=True
     )
-    fixed = (args.steps, args.eval_every, args.prompts, args.samples, str(store))
+    common = {}
+    for item in args.set:
+        field, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set takes FIELD=JSON, got {item!r}")
+        common[field] = json.loads(value)
+    fixed = (args.steps, args.eval_every, args.prompts, args.samples, str(store), common)
     with ProcessPoolExecutor(args.workers) as pool:
         futures = [pool.submit(train_one, arm, seed, *fixed) for arm, seed in jobs]
         for done, future in enumerate(futures, 1):

@@ -258,8 +258,19 @@ class Config:
         return Config.from_dict({**self.to_dict(), **changes})
 
     def key(self) -> str:
-        """Short stable hash of the full config: the run's identity in a sweep's store."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        """Short stable hash of the fields set away from their defaults: the run's identity in a
+        sweep's store. A field added later, whose default keeps today's behaviour, leaves every key
+        as it was, so a store kept across versions of the code (`results/`) keeps its runs; a change
+        of behaviour is caught by the store's behaviour version instead (`experiments.store`)."""
+        defaults = _default_dict()
+        changed = {k: v for k, v in self.to_dict().items() if v != defaults[k]}
+        return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _default_dict() -> dict[str, Any]:
+    """The default config's settable fields, JSON-ready (computed once)."""
+    return Config().to_dict()
 
 
 @functools.cache
