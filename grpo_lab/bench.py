@@ -35,11 +35,10 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from grpo_lab.config import Config
-from grpo_lab.evaluation import encode_prompts
 from grpo_lab.models.embedded import build_lock, cache_root, new_llama
 from grpo_lab.models.loading import load_policy, resolve_model_path
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
-from grpo_lab.models.sampler import sample
+from grpo_lab.models.sampler import encode_prompts, sample
 from grpo_lab.presets import preset
 from grpo_lab.tasks import make_task
 from grpo_lab.threads import torch_threads

@@ -1,7 +1,8 @@
 """The one place where the objective's pieces are composed. Each axis is looked up once in its
 registry by the name the config gives; nothing else in the package branches on a variant. The tricks
 that change the training signal (length shaping, the truncation mask, advantage whitening and
-clipping, entropy-selected tokens, KL token weights) enter here too."""
+clipping, entropy-selected tokens, KL token weights) enter here too, and the controllers of the live KL
+and entropy coefficients are built here from the config's starting values."""
 
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +22,9 @@ from grpo_lab.objective.seq_weights import SeqWeight
 from grpo_lab.objective.surrogates import Surrogate
 from grpo_lab.tricks import (
     KL_TOKEN_WEIGHTS,
+    EntropyController,
+    KLController,
+    KLScheduleParams,
     TokenWeight,
     batch_normalize,
     clip_advantages,
@@ -361,6 +365,30 @@ class Objective:
                 out[f"kl/{name}"] = float(obj.masked_mean(obj.KL_ESTIMATORS.get(name)(logp, ref_logp), mask))
             out["kl"] = float(obj.masked_mean(self.kl_fn(logp, ref_logp), mask))
         return out
+
+
+def kl_schedule_params(c: Config) -> KLScheduleParams:
+    """The KL schedules' constants from the config (batch_size: the proportional controller's samples
+    per step)."""
+    return KLScheduleParams(
+        final=c.kl_coef_final,
+        target=c.kl_target,
+        growth=c.kl_growth,
+        horizon=c.kl_horizon,
+        batch_size=c.batch_size,
+    )
+
+
+def kl_controller(c: Config) -> KLController:
+    """The live KL coefficient's owner, starting at the config's kl_coef under its schedule."""
+    return KLController(coef=c.kl_coef, schedule=c.kl_schedule, params=kl_schedule_params(c))
+
+
+def entropy_controller(c: Config) -> EntropyController:
+    """The live entropy bonus's owner, starting at the config's entropy_coef."""
+    return EntropyController(
+        coef=c.entropy_coef, target=c.entropy_target, delta=c.entropy_coef_delta, max_coef=c.entropy_coef_max
+    )
 
 
 def _group_nanmean(x: Tensor, groups: Groups) -> Tensor:

@@ -3,15 +3,30 @@ GRPOTrainer calls it, `fn(prompts=..., completions=..., **columns)`, and returns
 per completion; several functions combine as a weighted sum that skips None, and a row no function
 scored is NaN."""
 
+import inspect
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from grpo_lab.tasks.base import RewardFn, call_reward
+RewardFn = Callable[..., Sequence[float | None]]
+
+
+def call_reward(fn: Callable[..., Any], prompts: list, completions: list, **columns: list) -> Any:
+    """Call `fn` as TRL does, by keyword (so `trl.rewards` functions, whose first parameter is
+    `completions`, work unchanged); a function whose parameters are named otherwise (`lambda p, c,
+    **kw`) gets prompts and completions positionally."""
+    try:
+        names = set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: TRL's keywords
+        names = {"completions"}
+    if "completions" in names:
+        return fn(prompts=prompts, completions=completions, **columns)
+    return fn(prompts, completions, **columns)
 
 
 def _check_output(name: str, out: object, n: int) -> list[float]:

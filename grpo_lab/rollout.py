@@ -13,8 +13,7 @@ from torch import Tensor
 from grpo_lab import faults
 from grpo_lab.config import Config
 from grpo_lab.devices import autocast
-from grpo_lab.evaluation import decode, encode_prompts
-from grpo_lab.models.sampler import Rollout, concat, sample
+from grpo_lab.models.sampler import Rollout, concat, decode, encode_prompts, sample
 from grpo_lab.objective.groups import Groups
 from grpo_lab.rewards import score
 from grpo_lab.tasks import Task

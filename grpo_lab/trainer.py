@@ -21,11 +21,18 @@ from tqdm.auto import tqdm
 
 from grpo_lab import checkpoint
 from grpo_lab.analysis.diagnostics import diagnose
-from grpo_lab.compose import FixedLogprobs, Objective, StepTensors
+from grpo_lab.compose import (
+    FixedLogprobs,
+    Objective,
+    StepTensors,
+    entropy_controller,
+    kl_controller,
+    kl_schedule_params,
+)
 from grpo_lab.config import Config, field_names
 from grpo_lab.devices import autocast, peak_memory_mb, pick_device
-from grpo_lab.evaluation import evaluate, sampled_correct, sampling_seed
 from grpo_lab.faults import Sampler
+from grpo_lab.models.evaluation import evaluate, sampled_correct, sampling_seed
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
 from grpo_lab.models.sampler import Rollout
@@ -35,7 +42,7 @@ from grpo_lab.rollout import Batch, Sampling, sample_batch, token_credit
 from grpo_lab.runlog import RunWriter, environment, read_jsonl, read_metrics, write_text_atomic
 from grpo_lab.step_metrics import gradient_cosines, loss_components, sampling_metrics
 from grpo_lab.tasks import Task, make_task
-from grpo_lab.tricks import EntropyController, KLController, KLScheduleParams, LearnableTemperature
+from grpo_lab.tricks import LearnableTemperature
 
 
 class Callback(Protocol):
@@ -206,8 +213,8 @@ class Trainer:
         self.prev_model = (
             copy.deepcopy(self.model).eval().requires_grad_(False) if c.kl_prev_coef > 0 else None
         )
-        self.kl_ctl = KLController.from_config(c)
-        self.ent_ctl = EntropyController.from_config(c)
+        self.kl_ctl = kl_controller(c)
+        self.ent_ctl = entropy_controller(c)
         self.generator = torch.Generator(device).manual_seed(c.seed)
         self.fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's stream
         self.sampler = Sampler(self.model, c.fault_stale_k, c.fault_sampler_dtype, c.fault_long_frac > 0)
@@ -541,7 +548,7 @@ class Trainer:
             self.policy.reference = self._load_reference(new)  # may fail: before anything else changes
         self.config = new
         self.objective = Objective(new)
-        self.kl_ctl.params = KLScheduleParams.from_config(new)
+        self.kl_ctl.params = kl_schedule_params(new)
         self.optimizer.param_groups[0]["lr"] = new.learning_rate  # group 0 holds the model's weights
 
     def _load_reference(self, c: Config) -> torch.nn.Module:

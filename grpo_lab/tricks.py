@@ -1,6 +1,8 @@
 """Training tricks (docs/sources.md, Tricks review §2, §3.1), each switched by its own config fields.
 Pure functions take what they need and return what they change; controllers are small state
-machines with explicit state (so they checkpoint). Nothing here reaches into the trainer."""
+machines with explicit state (so they checkpoint). Nothing here reaches into the trainer or reads
+the config: `compose` builds the controllers from it, and the config checks its names against the
+registries here."""
 
 import math
 from collections.abc import Callable
@@ -10,7 +12,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_lab.config import Config
 from grpo_lab.objective import masked_mean
 from grpo_lab.objective.groups import Groups, padded
 from grpo_lab.registry import Registry
@@ -20,7 +21,7 @@ from grpo_lab.registry import Registry
 
 @dataclass(frozen=True)
 class KLScheduleParams:
-    """The schedules' constants, from the config (`KLController.from_config`)."""
+    """The schedules' constants, from the config (`compose.kl_schedule_params`)."""
 
     final: float
     """linear: the coefficient reached at the last step"""
@@ -32,16 +33,6 @@ class KLScheduleParams:
     """proportional: horizon in samples (Ziegler et al.)"""
     batch_size: int
     """samples per step (the proportional controller's n_steps)"""
-
-    @classmethod
-    def from_config(cls, c: Config) -> "KLScheduleParams":
-        return cls(
-            final=c.kl_coef_final,
-            target=c.kl_target,
-            growth=c.kl_growth,
-            horizon=c.kl_horizon,
-            batch_size=c.batch_size,
-        )
 
 
 KLSchedule = Callable[["KLController", float, int, int], float]
@@ -96,10 +87,6 @@ class KLController:
     def __post_init__(self) -> None:
         self.start_coef = self.coef
 
-    @classmethod
-    def from_config(cls, c: Config) -> "KLController":
-        return cls(coef=c.kl_coef, schedule=c.kl_schedule, params=KLScheduleParams.from_config(c))
-
     def update(self, kl: float, step: int, steps: int) -> float:
         new = KL_SCHEDULES.get(self.schedule)(self, kl, step, steps)
         self.triggered += int(not math.isclose(new, self.coef))
@@ -142,15 +129,6 @@ class EntropyController:
     def bonus(self) -> float:
         """The coefficient the next step's loss uses: 0 while the bonus is off."""
         return self.coef if self.active else 0.0
-
-    @classmethod
-    def from_config(cls, c: Config) -> "EntropyController":
-        return cls(
-            coef=c.entropy_coef,
-            target=c.entropy_target,
-            delta=c.entropy_coef_delta,
-            max_coef=c.entropy_coef_max,
-        )
 
     def state_dict(self) -> dict[str, Any]:
         return {"coef": self.coef, "active": self.active}

@@ -23,7 +23,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
-from grpo_lab.evaluation import evaluate
+from grpo_lab.models.evaluation import evaluate
 from grpo_lab.models.sampler import positions
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.tasks import make_task

@@ -9,6 +9,18 @@ from torch import Tensor
 from grpo_lab.models import lean_decode
 
 
+def encode_prompts(tokenizer, prompts: list[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts as the sampler takes them: ids and attention mask (B, P) on `device`, left-padded as
+    the tokenizer pads, with no special token added (the completion follows the prompt's text)."""
+    enc = tokenizer(prompts, padding=True, return_tensors="pt", add_special_tokens=False)
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def decode(tokenizer, ids: torch.Tensor, mask: torch.Tensor) -> list[str]:
+    """Completions as text, EOS and padding dropped."""
+    return [tokenizer.decode(row[m.bool()], skip_special_tokens=True) for row, m in zip(ids, mask)]
+
+
 @dataclass
 class Rollout:
     prompt_ids: Tensor

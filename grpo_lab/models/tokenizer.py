@@ -1,13 +1,13 @@
 """Character-level tokenizer for the embedded model: one token per character, so every
-task string (digits, operators, spaces, letters) round-trips exactly."""
-
-import string
+task string (digits, operators, spaces, letters) round-trips exactly. Its characters are the tasks'
+(`tasks.base.CHARSET`): the model is built for what the tasks write."""
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from grpo_lab.tasks.base import CHARSET
+
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
-CHARSET = string.digits + string.ascii_lowercase + " +-*=?:;,.>()#\n"
 
 
 def build_char_tokenizer(charset: str = CHARSET) -> PreTrainedTokenizerFast:

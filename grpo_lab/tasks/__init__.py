@@ -5,8 +5,9 @@ functions by the task's names or by import path `module:function`. `make_task` b
 import dataclasses
 from collections.abc import Sequence
 
+from grpo_lab.rewards import RewardFn, score
 from grpo_lab.tasks import arith, from_file, judge, scratchpad, worked
-from grpo_lab.tasks.base import Example, RewardFn, Task
+from grpo_lab.tasks.base import Example, Task
 from grpo_lab.tasks.hacking import HACKING_REWARDS
 from grpo_lab.tasks.imports import is_import_path, resolve
 
@@ -52,8 +53,6 @@ def _probed(task: Task, rewards: Sequence[str]) -> Task:
     """`task`, once each reward function imported by path has scored two validation problems'
     reference solutions: a function that raises or returns the wrong length or a non-number fails
     here, naming it, before a model is loaded."""
-    from grpo_lab.rewards import score
-
     examples = task.val[:2]
     for name in (r for r in rewards if ":" in r):
         prompts, solutions = [ex.prompt for ex in examples], [ex.solution for ex in examples]

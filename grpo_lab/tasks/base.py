@@ -2,27 +2,17 @@
 solutions for the warm start, and reward functions with TRL's signature
 `fn(prompts, completions, **kwargs) -> list[float | None]` (kwargs carry the dataset columns)."""
 
-import inspect
 import random
+import string
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-RewardFn = Callable[..., Sequence[float | None]]
+from grpo_lab.rewards import RewardFn
 
-
-def call_reward(fn: Callable[..., Any], prompts: list, completions: list, **columns: list) -> Any:
-    """Call `fn` as TRL does, by keyword (so `trl.rewards` functions, whose first parameter is
-    `completions`, work unchanged); a function whose parameters are named otherwise (`lambda p, c,
-    **kw`) gets prompts and completions positionally."""
-    try:
-        names = set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):  # a builtin or C callable without a signature: TRL's keywords
-        names = {"completions"}
-    if "completions" in names:
-        return fn(prompts=prompts, completions=completions, **columns)
-    return fn(prompts, completions, **columns)
+CHARSET = string.digits + string.ascii_lowercase + " +-*=?:;,.>()#\n"
+"""the characters the built-in tasks write, and all the embedded model's character tokenizer knows
+(`models.tokenizer`): a file task for the embedded model keeps to them"""
 
 
 @dataclass(frozen=True)

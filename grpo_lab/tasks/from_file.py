@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_lab.tasks.base import Example, RewardFn, Task, call_reward
+from grpo_lab.rewards import RewardFn, call_reward
+from grpo_lab.tasks.base import CHARSET, Example, Task
 from grpo_lab.tasks.hacking import HACKING_REWARDS
 from grpo_lab.tasks.imports import resolve
 
@@ -204,8 +205,6 @@ def _solutions(rows: list[dict], where: str, model: str) -> list[str]:
 
 
 def _check_charset(where: str, column: str, texts: list[str]) -> None:
-    from grpo_lab.models.tokenizer import CHARSET
-
     for i, text in enumerate(texts):
         bad = next((ch for ch in text if ch not in CHARSET), None)
         if bad is not None:

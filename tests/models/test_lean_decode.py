@@ -7,12 +7,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from grpo_lab.evaluation import encode_prompts
 from grpo_lab.models import lean_decode
 from grpo_lab.models.lean_decode import LeanDecoder, shared_prompt_logits, unsupported_reason, use_lean
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
-from grpo_lab.models.sampler import Rollout, TransformersDecoder, positions, sample
+from grpo_lab.models.sampler import Rollout, TransformersDecoder, encode_prompts, positions, sample
 from grpo_lab.models.tokenizer import build_char_tokenizer
 
 CPU = torch.device("cpu")

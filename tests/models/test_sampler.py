@@ -1,10 +1,9 @@
 import pytest
 import torch
 
-from grpo_lab.evaluation import encode_prompts
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
-from grpo_lab.models.sampler import positions, sample
+from grpo_lab.models.sampler import encode_prompts, positions, sample
 
 CPU = torch.device("cpu")
 PROMPTS = ["1+2=", "37+48=", "5+55="]
