@@ -95,7 +95,9 @@ class Config:
     sapo_tau_neg: float = 1.05
     """SAPO gate temperature for non-positive advantages"""
     gmpo_eps: float = 0.4
-    """GMPO log-space clip range"""
+    """GMPO log-space clip range: log-ratio within +-gmpo_eps (gmpo_eps_low, when set, is the lower one)"""
+    gmpo_eps_low: float | None = None
+    """GMPO lower log-space clip: log-ratio clipped at -gmpo_eps_low (verl geo_mean); None: -gmpo_eps"""
     cov_ratio: float = 2e-4
     """Clip-Cov / KL-Cov: fraction of tokens selected by covariance"""
     kl_cov_coef: float = 0.1

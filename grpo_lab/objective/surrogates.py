@@ -29,38 +29,41 @@ LOG_RATIO_CLAMP = 20.0
 
 @dataclass(frozen=True)
 class SurrogateParams:
-    """Knobs of the surrogates; each variant reads only its own."""
+    """Knobs of the surrogates; each variant reads only its own. The config owns their values and
+    defaults (`from_fields`); only the Clip-Cov candidate bounds, which no config sets, have theirs here."""
 
-    eps_low: float = 0.2
+    eps_low: float
     """Lower clip: r >= 1 - eps_low (PPO/GRPO)."""
-    eps_high: float = 0.2
+    eps_high: float
     """Upper clip: r <= 1 + eps_high; raise it for DAPO clip-higher (0.28)."""
-    dual_clip_c: float | None = None
+    dual_clip_c: float | None
     """Dual-clip bound c > 1: for A < 0 the loss is capped at -c A. None disables it."""
-    cispo_mode: str = "relative"
+    cispo_mode: str
     """CISPO weight: "relative" sg(clip(r, 1-eps_low, 1+eps_high)) (verl), "absolute" sg(min(r, cap))."""
-    cispo_cap: float = 5.0
+    cispo_cap: float
     """Absolute upper cap on the CISPO weight (TRL/MiniMax-M1; ScaleRL uses 5)."""
-    sapo_tau_pos: float = 1.0
+    sapo_tau_pos: float
     """SAPO gate temperature for A > 0."""
-    sapo_tau_neg: float = 1.05
+    sapo_tau_neg: float
     """SAPO gate temperature for A <= 0."""
-    gmpo_eps: float = 0.4
-    """GMPO clip in log space: -gmpo_eps <= log r <= gmpo_eps."""
-    cov_ratio: float = 2e-4
+    gmpo_eps: float
+    """GMPO clip in log space: log r <= gmpo_eps, and log r >= -gmpo_eps unless gmpo_eps_low is set."""
+    gmpo_eps_low: float | None
+    """GMPO lower clip in log space: log r >= -gmpo_eps_low (verl `geo_mean`'s clip_ratio_low); None
+    clips symmetrically at -gmpo_eps."""
+    cov_ratio: float
     """Clip-Cov: fraction of valid tokens whose gradient is detached; KL-Cov: fraction of valid tokens,
     those of largest cov(logp, A), that get the |log r| penalty."""
+    kl_cov_coef: float
+    """KL-Cov: weight of the |log r| penalty (verl `ppo_kl_coef`)."""
     clip_cov_lb: float = 1.0
     """Clip-Cov: only tokens with centred cov(logp, A) above this are candidates."""
     clip_cov_ub: float = 5.0
     """Clip-Cov: only tokens with centred cov(logp, A) below this are candidates."""
-    kl_cov_coef: float = 0.1
-    """KL-Cov: weight of the |log r| penalty (verl `ppo_kl_coef`)."""
 
     def __post_init__(self) -> None:
+        check_clip_range(self.eps_low, self.eps_high)
         checks = [
-            (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
-            (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
             (
                 self.dual_clip_c is None or self.dual_clip_c > 1,
                 f"dual_clip_c must be > 1 or None, got {self.dual_clip_c}",
@@ -70,6 +73,10 @@ class SurrogateParams:
                 f"unknown cispo_mode {self.cispo_mode!r}; valid: relative, absolute",
             ),
             (self.cispo_cap > 0 and self.gmpo_eps > 0, "cispo_cap and gmpo_eps must be > 0"),
+            (
+                self.gmpo_eps_low is None or self.gmpo_eps_low > 0,
+                f"gmpo_eps_low must be > 0 or None, got {self.gmpo_eps_low}",
+            ),
             (self.sapo_tau_pos > 0 and self.sapo_tau_neg > 0, "sapo_tau_pos and sapo_tau_neg must be > 0"),
             (0 < self.cov_ratio <= 1, f"cov_ratio must be in (0, 1], got {self.cov_ratio}"),
         ]
@@ -79,9 +86,18 @@ class SurrogateParams:
 
     @classmethod
     def from_fields(cls, source: object) -> "SurrogateParams":
-        """The knobs read from the attributes of the same name on `source` (a config); knobs it does
-        not have keep their defaults. Raises ValueError on a bad value: the one place they are checked."""
+        """The knobs read from the attributes of the same name on `source` (a config, which has every
+        knob without a default here). Raises ValueError on a bad value: the one place they are checked."""
         return cls(**{f.name: getattr(source, f.name) for f in fields(cls) if hasattr(source, f.name)})
+
+
+def check_clip_range(eps_low: float, eps_high: float) -> None:
+    """Raise ValueError unless the ratio's clip interval [1 - eps_low, 1 + eps_high] holds 1 and stays
+    above 0."""
+    if not 0 <= eps_low < 1:
+        raise ValueError(f"eps_low must be in [0, 1), got {eps_low}")
+    if eps_high < 0:
+        raise ValueError(f"eps_high must be >= 0, got {eps_high}")
 
 
 SurrogateOut = tuple[Tensor, dict[str, Tensor]]
@@ -160,10 +176,17 @@ def _top_cov(cov: Tensor, candidates: Tensor, fraction: float, n_valid: int) -> 
 def ppo_clip(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
     """GRPO/PPO clipped surrogate -min(rA, clip(r, 1-eps_low, 1+eps_high)A) (arXiv:1707.06347);
     eps_high > eps_low is DAPO clip-higher (arXiv:2503.14476), dual_clip_c adds the dual clip."""
+    return _ppo_clip(logp, old_logp, adv, mask, 1 - p.eps_low, 1 + p.eps_high, p.dual_clip_c)
+
+
+def _ppo_clip(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, low: float, high: float, c: float | None
+) -> SurrogateOut:
+    """`ppo_clip` with the ratio clipped to [low, high] and the dual clip at c (None: off)."""
     ratio = torch.exp(log_ratio(logp, old_logp))  # (N, T)
-    loss, lo, hi, zero_grad = _ppo(ratio, adv, 1 - p.eps_low, 1 + p.eps_high, p.dual_clip_c)
+    loss, lo, hi, zero_grad = _ppo(ratio, adv, low, high, c)
     stats = _stats(ratio, lo, hi, zero_grad, mask > 0)
-    dual = (adv < 0) & (ratio > p.dual_clip_c) & (mask > 0) if p.dual_clip_c else torch.zeros_like(lo)
+    dual = (adv < 0) & (ratio > c) & (mask > 0) if c else torch.zeros_like(lo)
     stats["clip_ratio/dual_mean"] = dual.sum() / (mask > 0).sum().clamp(min=1)
     return loss * mask, stats
 
@@ -233,15 +256,17 @@ def sapo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: Surrogate
 @SURROGATES.register("gmpo")
 def gmpo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: SurrogateParams) -> SurrogateOut:
     """GMPO: -mean_t(A) * exp(mean_t clipped log r), a geometric instead of arithmetic mean of token
-    ratios, with a sign-aware log-space clip per token (arXiv:2507.20673). Sequence-level: the loss is
-    broadcast over valid tokens; clip stats are per token, ratio/* over sequence geometric means."""
+    ratios, with a sign-aware log-space clip per token to [-gmpo_eps_low, gmpo_eps] (arXiv:2507.20673;
+    verl `geo_mean`). Sequence-level: the loss is broadcast over valid tokens; clip stats are per token,
+    ratio/* over sequence geometric means."""
+    low = p.gmpo_eps if p.gmpo_eps_low is None else p.gmpo_eps_low
     delta = log_ratio(logp, old_logp)  # (N, T)
     sign = torch.sign(adv)  # (N, T)
-    clipped = sign * torch.min(sign * delta, sign * delta.clamp(-p.gmpo_eps, p.gmpo_eps))  # (N, T)
+    clipped = sign * torch.min(sign * delta, sign * delta.clamp(-low, p.gmpo_eps))  # (N, T)
     seq_ratio = torch.exp(masked_mean(clipped, mask, dim=-1))  # (N,)
     loss = -masked_mean(adv, mask, dim=-1) * seq_ratio  # (N,)
     ratio = torch.exp(delta).detach()  # (N, T)
-    lo, hi = _clip_flags(ratio, adv, math.exp(-p.gmpo_eps), math.exp(p.gmpo_eps))
+    lo, hi = _clip_flags(ratio, adv, math.exp(-low), math.exp(p.gmpo_eps))
     nonempty = mask.sum(-1) > 0  # (N,)
     dist = torch.exp(masked_mean(delta, mask, dim=-1))[nonempty]  # (S,) unclipped geometric means
     return loss[:, None] * mask, _stats(ratio, lo, hi, lo | hi, mask > 0, dist)
@@ -276,9 +301,11 @@ def clipped_surrogate(
     old_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
+    eps_low: float,
+    eps_high: float,
 ) -> SurrogateOut:
-    """`ppo_clip` with advantages given per sequence (N,) or per token (N, T)."""
+    """`ppo_clip` without the dual clip, with advantages given per sequence (N,) or per token (N, T);
+    the clip range is the caller's (a config's `eps_low`, `eps_high`)."""
+    check_clip_range(eps_low, eps_high)
     adv = advantages[:, None].expand_as(logp) if advantages.dim() == 1 else advantages  # (N, T)
-    return ppo_clip(logp, old_logp, adv, mask, SurrogateParams(eps_low=eps_low, eps_high=eps_high))
+    return _ppo_clip(logp, old_logp, adv, mask, 1 - eps_low, 1 + eps_high, None)

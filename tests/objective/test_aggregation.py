@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from grpo_lab.config import Config
 from grpo_lab.objective.aggregation import AGGREGATIONS, BatchTotals, aggregate, masked_mean
 from grpo_lab.objective.surrogates import SURROGATES, SurrogateParams
 
@@ -73,7 +74,9 @@ def micro_batch_grad(mode, sizes, with_totals=True):
     total, start = 0.0, 0
     for size in sizes:
         rows = slice(start, start + size)
-        loss, _ = SURROGATES.get("ppo_clip")(logp[rows], old[rows], adv[rows], mask[rows], SurrogateParams())
+        loss, _ = SURROGATES.get("ppo_clip")(
+            logp[rows], old[rows], adv[rows], mask[rows], SurrogateParams.from_fields(Config())
+        )
         total = total + aggregate(loss, mask[rows], mode, max_len=5, totals=totals)
         start += size
     (grad,) = torch.autograd.grad(total, logp)

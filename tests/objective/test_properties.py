@@ -9,6 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from grpo_lab.config import Config
 from grpo_lab.objective import (
     ADVANTAGES,
     AGGREGATIONS,
@@ -95,7 +96,9 @@ def test_surrogates_finite_zero_on_padding_finite_gradient(b):
     padding = b["mask"] == 0
     for name in SURROGATES.names():
         logp = b["logp"].clone().requires_grad_(True)
-        loss, stats = SURROGATES.get(name)(logp, b["old"], b["adv"], b["mask"], SurrogateParams())
+        loss, stats = SURROGATES.get(name)(
+            logp, b["old"], b["adv"], b["mask"], SurrogateParams.from_fields(Config())
+        )
         assert loss.shape == logp.shape and loss.dtype == F64, name
         assert all_finite(loss), name
         assert bool((loss[padding] == 0).all()), f"{name}: per-token loss must be zero on padding"

@@ -1,11 +1,14 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
+from grpo_lab.config import Config
 from grpo_lab.objective.surrogates import SURROGATES, SurrogateParams, clipped_surrogate
 
-P = SurrogateParams()
+P = SurrogateParams.from_fields(Config())
+"""the surrogate knobs at the config's defaults (the config owns them)"""
 RATIOS = [[1.5, 0.5], [1.1, 0.7]]
 TOKEN_ADV = [[1.0, -1.0], [-1.0, 1.0]]  # clip high binds at (0,0), clip low at (0,1)
 SEQ_ADV = [[1.0, 1.0], [-1.0, -1.0]]
@@ -49,7 +52,7 @@ def test_ppo_clip_hand_values_and_stats():
 
 
 def test_ppo_clip_higher():
-    loss, stats, grad = run("ppo_clip", p=SurrogateParams(eps_high=0.6))
+    loss, stats, grad = run("ppo_clip", p=replace(P, eps_high=0.6))
     assert close(loss[0], [-1.5, 0.8]) and close(grad[0], [-1.5, 0.0])
     assert stats["clip_ratio/high_mean"] == 0
 
@@ -63,18 +66,18 @@ def test_ppo_clip_ignores_padding():
 def test_dual_clip_caps_negative_advantage_loss():
     plain = run("ppo_clip", [[4.0]], [[-1.0]])
     assert close(plain[0], [[4.0]]) and close(plain[2], [[4.0]])
-    for name, p in [("ppo_clip", SurrogateParams(dual_clip_c=3.0)), ("dual_clip", P)]:
+    for name, p in [("ppo_clip", replace(P, dual_clip_c=3.0)), ("dual_clip", P)]:
         loss, stats, grad = run(name, [[4.0]], [[-1.0]], p=p)
         assert close(loss, [[3.0]]) and close(grad, [[0.0]]) and stats["frac_zero_grad"] == 1
-    loss, _, _ = run("dual_clip", [[4.0]], [[-1.0]], p=SurrogateParams(dual_clip_c=2.0))
+    loss, _, _ = run("dual_clip", [[4.0]], [[-1.0]], p=replace(P, dual_clip_c=2.0))
     assert close(loss, [[2.0]])
 
 
 def test_surrogate_params_validation():
     with pytest.raises(ValueError, match="> 1"):
-        SurrogateParams(dual_clip_c=1.0)
+        replace(P, dual_clip_c=1.0)
     with pytest.raises(ValueError, match="valid: relative, absolute"):
-        SurrogateParams(cispo_mode="both")
+        replace(P, cispo_mode="both")
 
 
 def test_no_clip():
@@ -99,7 +102,7 @@ def test_gspo_sequence_ratio_and_broadcast():
 
 
 def test_gspo_clips_the_sequence():
-    loss, stats, grad = run("gspo", adv=SEQ_ADV, p=SurrogateParams(eps_low=0.1, eps_high=0.1))
+    loss, stats, grad = run("gspo", adv=SEQ_ADV, p=replace(P, eps_low=0.1, eps_high=0.1))
     s0 = math.sqrt(0.75)
     assert close(loss, [[-s0, -s0], [0.9, 0.9]]) and close(grad[1], [0.0, 0.0])  # s1 = 0.877 < 0.9, A < 0
     assert stats["clip_ratio/low_mean"] == 0.5 and stats["frac_zero_grad"] == 0.5  # over sequences
@@ -127,7 +130,7 @@ def test_cispo_relative():
 
 
 def test_cispo_absolute_cap():
-    _, stats, grad = run("cispo", p=SurrogateParams(cispo_mode="absolute", cispo_cap=1.3))
+    _, stats, grad = run("cispo", p=replace(P, cispo_mode="absolute", cispo_cap=1.3))
     assert close(grad, [[-1.3, 0.5], [1.1, -0.7]])  # -min(r, 1.3) A, no lower bound
     assert stats["clip_ratio/high_mean"] == 0.25 and stats["clip_ratio/low_mean"] == 0
 
@@ -165,6 +168,27 @@ def test_gmpo_lower_clip_for_negative_advantage():
     assert close(loss, [[rho, rho]]) and close(grad, [[0.0, rho]])
 
 
+def test_gmpo_asymmetric_clip_takes_its_own_lower_bound():
+    """verl's geo_mean clips log r to [-low, high]: a lower bound of 0.2 binds at log 0.5 for A < 0,
+    while the upper bound stays gmpo_eps for A > 0."""
+    p = replace(P, gmpo_eps_low=0.2)
+    loss, stats, grad = run("gmpo", [[0.5, 1.0]], [[-1.0, -1.0]], p=p)
+    rho = math.exp(-0.2 / 2)  # log 0.5 clipped up to -0.2
+    assert close(loss, [[rho, rho]]) and close(grad, [[0.0, rho]]) and stats["clip_ratio/low_mean"] == 0.5
+    high, _, _ = run("gmpo", [[1.5, 0.5]], [[1.0, 1.0]], p=p)
+    assert torch.equal(high, run("gmpo", [[1.5, 0.5]], [[1.0, 1.0]])[0])  # log 1.5 clipped at 0.4 either way
+
+
+def test_gmpo_symmetric_default_is_the_lower_bound_at_gmpo_eps():
+    default = run("gmpo", adv=SEQ_ADV)
+    explicit = run("gmpo", adv=SEQ_ADV, p=replace(P, gmpo_eps_low=P.gmpo_eps))
+    assert P.gmpo_eps_low is None
+    assert all(torch.equal(a, b) for a, b in zip((default[0], default[2]), (explicit[0], explicit[2])))
+    assert {k: float(v) for k, v in default[1].items()} == {k: float(v) for k, v in explicit[1].items()}
+    with pytest.raises(ValueError, match="gmpo_eps_low must be > 0"):
+        Config(gmpo_eps_low=0.0)
+
+
 COV_LOGP = [[-1.0, -3.0], [-3.0, -3.0]]
 COV_ADV = [[2.0, 1.0], [0.0, 0.0]]
 # centred cov (A - 0.75)(logp + 2.5): [[1.875, -0.125], [0.375, 0.375]]; only (0,0) lies in (1, 5)
@@ -182,7 +206,7 @@ def test_clip_cov_detaches_the_top_cov_token():
     loss, stats, grad = run_cov("clip_cov")
     assert close(loss, [[-2.0, -1.0], [0.0, 0.0]])  # value unchanged
     assert close(grad, [[0.0, -1.0], [0.0, 0.0]]) and stats["frac_zero_grad"] == 0.25
-    _, _, grad = run_cov("clip_cov", p=SurrogateParams(clip_cov_ub=1.5))  # 1.875 out of (lb, ub)
+    _, _, grad = run_cov("clip_cov", p=replace(P, clip_cov_ub=1.5))  # 1.875 out of (lb, ub)
     assert close(grad, [[-2.0, -1.0], [0.0, 0.0]])
 
 
@@ -197,8 +221,12 @@ def test_clipped_surrogate_accepts_sequence_advantages():
     logp, old = t(RATIOS).log(), torch.zeros(2, 2, dtype=torch.float64)
     mask = torch.ones(2, 2, dtype=torch.float64)
     loss, stats = clipped_surrogate(logp, old, t([1.0, -1.0]), mask, eps_low=0.2, eps_high=0.3)
-    expected, _ = SURROGATES.get("ppo_clip")(logp, old, t(SEQ_ADV), mask, SurrogateParams(0.2, 0.3))
+    expected, _ = SURROGATES.get("ppo_clip")(
+        logp, old, t(SEQ_ADV), mask, replace(P, eps_low=0.2, eps_high=0.3)
+    )
     assert torch.equal(loss, expected) and close(loss, [[-1.3, -0.5], [1.1, 0.8]])
+    with pytest.raises(ValueError, match="eps_low must be in"):
+        clipped_surrogate(logp, old, t([1.0, -1.0]), mask, eps_low=1.0, eps_high=0.3)
 
 
 @pytest.mark.parametrize("name", SURROGATES.names())
@@ -214,7 +242,7 @@ def test_every_entry_documented_and_finite(name):
     mask[1] = 0  # a row with no valid token
     mask[2, 3:] = 0
     adv = torch.randn(6, 1).expand(6, 5)
-    loss, stats = fn(logp, old, adv, mask, SurrogateParams(dual_clip_c=3.0))
+    loss, stats = fn(logp, old, adv, mask, replace(P, dual_clip_c=3.0))
     (grad,) = torch.autograd.grad(loss.sum(), logp)
     assert loss.shape == (6, 5) and torch.isfinite(loss).all() and torch.isfinite(grad).all()
     assert torch.equal(loss * (1 - mask), torch.zeros_like(loss))
@@ -224,9 +252,7 @@ def test_every_entry_documented_and_finite(name):
 
 
 def test_surrogate_params_from_a_config_take_its_fields_of_the_same_name():
-    from grpo_lab.config import Config
-
     p = SurrogateParams.from_fields(Config(gmpo_eps=0.3, cov_ratio=0.1, eps_high=0.28))
     assert (p.gmpo_eps, p.cov_ratio, p.eps_high, p.clip_cov_ub) == (0.3, 0.1, 0.28, 5.0)
     with pytest.raises(ValueError, match="cov_ratio must be in"):
-        SurrogateParams(cov_ratio=0.0)
+        replace(P, cov_ratio=0.0)
