@@ -35,7 +35,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from grpo_lab.config import Config
-from grpo_lab.models.embedded import build_lock, cache_root, new_llama
+from grpo_lab.models.embedded import build_lock, cache_root, llama_arch, new_llama
 from grpo_lab.models.loading import load_policy, resolve_model_path
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
 from grpo_lab.models.sampler import encode_prompts, sample
@@ -43,13 +43,7 @@ from grpo_lab.presets import preset
 from grpo_lab.tasks import make_task
 from grpo_lab.threads import torch_threads
 
-BENCH_4M_ARCH = dict(
-    hidden_size=256,
-    intermediate_size=1024,
-    num_hidden_layers=4,
-    num_attention_heads=16,
-    num_key_value_heads=16,
-)
+BENCH_4M_ARCH = llama_arch(width=256, mlp=1024, layers=4, heads=16)
 """the ~4.2M-parameter model: the embedded model's architecture at twice its width"""
 SPEEDUP_VS_TRL = {"embedded": 1.5, "4m": 1.2}
 """the least speed-up of a step over TRL's that a report checks for, by model (none for other models)"""
@@ -167,8 +161,10 @@ def run_grpo_lab(work: Work, beta: float, steps: int, warmup: int, seed: int) ->
 
 def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dict:
     """The bare bound: transformers KV-cached sampling, one forward and backward over the batch,
-    and a reference forward when beta > 0; no rewards, advantages, optimizer or logging."""
+    and a reference forward when beta > 0; no rewards, advantages, optimizer or logging. The sampling
+    temperature is grpo_lab's config's for the same work."""
     device = torch.device("cpu")
+    temperature = config_for(work, beta, steps + warmup + 1, seed).temperature
     policy = load_policy(model_path(work), work.task, None, device, need_reference=beta > 0)
     model, tok = policy.model, cast(PreTrainedTokenizerBase, policy.tokenizer)
     task = make_task(work.task, None)
@@ -187,7 +183,7 @@ def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dic
             mask,
             group_size=work.group_size,
             max_new_tokens=work.completion_length,
-            temperature=1.0,
+            temperature=temperature,
             eos_id=tok.eos_token_id,
             pad_id=tok.pad_token_id,
             generator=generator,
@@ -197,7 +193,7 @@ def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dic
         model.train()
         t1 = time.perf_counter()
         logp = token_logprobs(
-            completion_logits(model, rollout, 1.0, path="transformers"), rollout.completion_ids
+            completion_logits(model, rollout, temperature, path="transformers"), rollout.completion_ids
         )
         loss = -(logp * rollout.completion_mask).sum() / rollout.completion_mask.sum()
         loss.backward()
@@ -206,7 +202,7 @@ def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dic
         reference_s = 0.0
         if beta > 0:
             with torch.no_grad(), policy.as_reference() as ref:
-                completion_logits(ref, rollout, 1.0, path="transformers")
+                completion_logits(ref, rollout, temperature, path="transformers")
             reference_s = time.perf_counter() - t2
         stamps.append(time.perf_counter())
         parts.append((t1 - t0, t2 - t1, reference_s))
@@ -247,7 +243,8 @@ def _quiet() -> Iterator[None]:
 
 
 def run_trl(work: Work, beta: float, steps: int, warmup: int, seed: int, out: Path) -> dict:
-    """TRL's GRPOTrainer on the same work with its fastest settings for it (see the module doc)."""
+    """TRL's GRPOTrainer on the same work with its fastest settings for it (see the module doc), at
+    the learning rate and temperature of grpo_lab's config for that work."""
     from datasets import Dataset
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -265,6 +262,7 @@ def run_trl(work: Work, beta: float, steps: int, warmup: int, seed: int, out: Pa
             self.lengths.append(self.metrics.get("completions/mean_length", [math.nan])[-1])
 
     total = steps + warmup + 1
+    config = config_for(work, beta, total, seed)
     task = make_task(work.task, None)
     rows = [ex for step in range(total) for ex in task.batch(seed, step, work.prompts)]  # our prompt order
     dataset = Dataset.from_list([{"prompt": ex.prompt, "answer": ex.answer} for ex in rows])
@@ -285,9 +283,9 @@ def run_trl(work: Work, beta: float, steps: int, warmup: int, seed: int, out: Pa
         activation_checkpointing=False,
         use_vllm=False,
         max_steps=total,
-        learning_rate=3e-5,
+        learning_rate=config.learning_rate,
         lr_scheduler_type="constant",
-        temperature=1.0,
+        temperature=config.temperature,
         shuffle_dataset=False,
         use_cpu=True,
         bf16=False,

@@ -29,13 +29,22 @@ from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.tasks import make_task
 from grpo_lab.threads import torch_threads
 
-ARCH = dict(
-    hidden_size=128,
-    intermediate_size=512,
-    num_hidden_layers=4,
-    num_attention_heads=16,
-    num_key_value_heads=16,
-)
+
+def llama_arch(width: int, mlp: int, layers: int, heads: int) -> dict[str, int]:
+    """The shape of every Llama this package builds from scratch (`new_llama`): hidden size `width`, an
+    MLP of `mlp` units, `layers` decoder layers, `heads` attention heads each with its own key-value
+    head (no grouped-query attention). The dict, in this key order, is hashed into cached models' names."""
+    return dict(
+        hidden_size=width,
+        intermediate_size=mlp,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+    )
+
+
+ARCH = llama_arch(width=128, mlp=512, layers=4, heads=16)
+"""the embedded model's ~1M-parameter shape"""
 
 
 class WarmStart(TypedDict):

@@ -29,7 +29,7 @@ from grpo_lab.analysis.plots import project_root
 from grpo_lab.analysis.stats import mean_interval
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point, grid_points
-from grpo_lab.models.embedded import cache_root, new_llama
+from grpo_lab.models.embedded import cache_root, llama_arch, new_llama
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies import paired
@@ -37,13 +37,7 @@ from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import for_profile
 from grpo_lab.tasks.from_file import PREFIX, is_file_task
 
-SMOKE_ARCH = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=2,
-)
+SMOKE_ARCH = llama_arch(width=32, mlp=64, layers=2, heads=2)
 """a random ~60k-parameter Llama: what the smoke profile trains when no model is named (no warm start)"""
 EXAMPLE_TASK = "file:tests/data/your_task.jsonl"
 """the task when none is named: 20 prompts 'reverse 864:' with the reversed digits as answer"""
