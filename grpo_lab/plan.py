@@ -6,10 +6,11 @@ store already holds finished and current, and the core-hours of the rest.
   its seeds: one `Config` per (configuration, seed). Runs are shared through the store by their key
   (`experiments.store.run_dir`), so a run two notebooks need is counted once, for the first notebook
   (in the order `grpo-lab figures` runs them) that needs it.
-- Stored: a finished run (summary.json, `runlog.is_finished`: what the store loads instead of
-  training) under the run's own key in the profile's store. A run of another configuration (an
-  older study base, another build of the embedded model, another task file) has another key, so it
-  does not count. `from_empty` ignores the store.
+- Stored: a current run (`experiments.store.is_current`: sealed by this behaviour of the training
+  code, every file as sealed; what the store loads instead of training) under the run's own key in
+  the profile's store; a stored run that is torn or stale is counted apart, and trained again. A
+  run of another configuration (an older study base, another build of the embedded model, another
+  task file) has another key, so it does not count. `from_empty` ignores the store.
 - Cost of a run still to train, on one core: setup + steps x seconds per step + evaluations x seconds
   per evaluation, from the committed calibration (`CALIBRATION`, written by `calibrate`: the study
   base timed on one torch thread on this kind of machine). A configuration whose batch, passes,
@@ -35,10 +36,10 @@ from types import ModuleType
 from typing import Any
 
 from grpo_lab.config import Config
-from grpo_lab.experiments.store import run_dir
+from grpo_lab.experiments.store import BEHAVIOUR, run_dir
 from grpo_lab.figures import notebooks
 from grpo_lab.profiles import PROFILES, Profile
-from grpo_lab.runlog import is_finished, read_config, read_summary
+from grpo_lab.runlog import read_config, read_summary, run_state
 
 CALIBRATION = Path(__file__).parent / "studies" / "calibration.json"
 """the committed calibration: seconds of the study base on one torch thread (`calibrate` writes it)"""
@@ -56,10 +57,14 @@ CALIBRATED_FIELDS = (
 CALIBRATION_STEPS = 4
 """steps of the calibration run: the first (warm-up) is not timed; validation at steps 0 and 2"""
 STUDIES = "grpo_lab.studies"
+SHOWN = 10
+"""unusable stored runs the printed plan names (the rest are counted)"""
 TOTAL = "total"
 """the key of the totals in the JSON form"""
-KEYS = ("runs", "stored", "to_train", "core_hours")
-"""what the plan gives per notebook and in total"""
+KEYS = ("runs", "stored", "to_train", "core_hours", "stale", "torn")
+"""what the plan gives per notebook and in total: runs needed, current in the store, still to train
+(with their core-hours), and among those to train the stored ones that are stale (of another
+behaviour of the training code) or torn (unfinished, unsealed, or a file changed since sealing)"""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ class PlannedRun:
     """its directory in the store (named by its key)"""
     stored: bool
     """finished and current in the store (always False from empty)"""
+    state: str
+    """`runlog.run_state` of its directory ('missing' from empty)"""
+    why: str
+    """what is wrong with a stored run that may not be used ('' otherwise)"""
     seconds: float
     """estimated seconds to train it on one core (0 when stored)"""
 
@@ -100,8 +109,10 @@ class Plan:
             mine = [r for r in self.runs if notebook in (TOTAL, r.notebook)]
             stored = sum(r.stored for r in mine)
             hours = sum(r.seconds for r in mine) / 3600
+            stale = sum(r.state == "stale" for r in mine)
+            torn = sum(r.state in ("unfinished", "unsealed", "torn") for r in mine)
             table[notebook] = {"runs": len(mine), "stored": stored, "to_train": len(mine) - stored,
-                               "core_hours": round(hours, 3)}  # fmt: skip
+                               "core_hours": round(hours, 3), "stale": stale, "torn": torn}  # fmt: skip
         return table
 
     def to_train(self) -> list[PlannedRun]:
@@ -113,7 +124,7 @@ class Plan:
         hours on `cores` (default: this machine's) with one worker per core."""
         cores = cores or os.cpu_count() or 1
         width = max([len(TOTAL), *map(len, self.notebooks)])
-        columns = ("runs", "stored", "to train", "core-h", f"h on {cores}")
+        columns = ("runs", "stored", "to train", "stale", "torn", "core-h", f"h on {cores}")
         header = f"{'notebook':{width}s} " + " ".join(f"{c:>9s}" for c in columns)
         lines = [header, "-" * len(header)]
         for notebook, row in self.counts().items():
@@ -122,7 +133,7 @@ class Plan:
             hours = row["core_hours"]
             lines.append(
                 f"{notebook:{width}s} {row['runs']:9d} {row['stored']:9d} {row['to_train']:9d} "
-                f"{hours:9.2f} {hours / cores:9.2f}"
+                f"{row['stale']:9d} {row['torn']:9d} {hours:9.2f} {hours / cores:9.2f}"
             )
         shared = {k: v for k, v in self.shared.items() if v}
         store = "the store ignored (--from-empty)" if self.from_empty else f"the store {self.store}"
@@ -135,6 +146,12 @@ class Plan:
             f"Core-hours: one core per run, from {describe(self.calibration)}; "
             f"hours on {cores} cores: one worker per core.",
         ]
+        unusable = [r for r in self.runs if r.why and r.state != "missing"]
+        if unusable:
+            notes.append(f"Stored runs that may not be used and are trained again ({len(unusable)}):")
+            notes += [f"  {r.path.name}: {r.state}, {r.why}" for r in unusable[:SHOWN]]
+            if len(unusable) > SHOWN:
+                notes.append(f"  and {len(unusable) - SHOWN} more")
         return "\n".join([*lines, "", *notes])
 
 
@@ -218,9 +235,10 @@ def plan(
                 if where in runs:
                     shared[path.stem] += runs[where].notebook != path.stem
                     continue
-                stored = not from_empty and is_finished(where)
+                state, why = ("missing", "") if from_empty else run_state(where, BEHAVIOUR)
+                stored = state == "current"
                 seconds = 0.0 if stored else run_seconds(config, calibration, measured.get(_sibling(config)))
-                runs[where] = PlannedRun(path.stem, config, where, stored, seconds)
+                runs[where] = PlannedRun(path.stem, config, where, stored, state, why, seconds)
     return Plan(profile, tuple(names), tuple(runs.values()), shared, store, from_empty, calibration)
 
 

@@ -3,8 +3,12 @@
 - `metrics.jsonl`: one JSON object per step, flushed every step (a crash loses at most one step)
 - `samples.jsonl`: a few completions with their rewards every K steps
 - `summary.json`: written last, atomically; its presence marks a finished run
-The readers know nothing of the trainer, so they work on runs made anywhere."""
+A run kept in a store is then sealed (`seal`): its metrics become `metrics.csv` and `manifest.json`
+records the behaviour version that trained it and every file's checksum, so a torn or stale run is
+told from a current one (`run_state`). The readers know nothing of the trainer, so they work on runs
+made anywhere."""
 
+import hashlib
 import json
 import math
 import os
@@ -18,6 +22,14 @@ from typing import Any
 import pandas as pd
 
 CONFIG, METRICS, SAMPLES, SUMMARY = "config.json", "metrics.jsonl", "samples.jsonl", "summary.json"
+METRICS_TABLE, MANIFEST = "metrics.csv", "manifest.json"
+SIGNIFICANT_DIGITS = 6
+"""digits a sealed run keeps of each float: far below any effect the studies report, and about a
+fifth of the JSON lines' size"""
+RUN_STATES = ("current", "missing", "unfinished", "unsealed", "torn", "stale")
+"""what `run_state` tells: a sealed run of this behaviour whose files match; no directory; no
+summary.json (interrupted or failed); finished but never sealed; a file missing or changed since
+sealing; sealed by another behaviour version of the training code"""
 MIN_FREE_BYTES = 64 * 2**20
 """refuse to start a run on a disk with less free space than this"""
 
@@ -141,8 +153,65 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_metrics(run_dir: str | Path) -> pd.DataFrame:
-    """The per-step metrics of a run as a DataFrame (one row per step)."""
+    """The per-step metrics of a run as a DataFrame (one row per step), from `metrics.csv` once the
+    run is sealed, else from `metrics.jsonl`."""
+    table = Path(run_dir) / METRICS_TABLE
+    if table.exists():
+        try:
+            return pd.read_csv(table)
+        except pd.errors.EmptyDataError:  # a run that logged no step
+            return pd.DataFrame()
     return pd.DataFrame(read_jsonl(Path(run_dir) / METRICS))
+
+
+def has_metrics(run_dir: str | Path) -> bool:
+    """Whether `run_dir` holds a run's metrics, sealed or not."""
+    return (Path(run_dir) / METRICS_TABLE).exists() or (Path(run_dir) / METRICS).exists()
+
+
+def seal(run_dir: str | Path, behaviour: str) -> None:
+    """Make a finished run fit to keep: its metrics become `metrics.csv` (a row per step, floats to
+    `SIGNIFICANT_DIGITS`; it loads quickly and diffs line by line), then `manifest.json`, written
+    last and atomically, records `behaviour` (the version of the training code that trained it), the
+    number of metric rows and the sha256 of every other file in the directory."""
+    path = Path(run_dir)
+    if not is_finished(path):
+        raise ValueError(f"{path} has no {SUMMARY}: only a finished run can be sealed")
+    if (path / METRICS).exists():
+        frame = pd.DataFrame(read_jsonl(path / METRICS))
+        write_text_atomic(
+            path / METRICS_TABLE, frame.to_csv(index=False, float_format=f"%.{SIGNIFICANT_DIGITS}g")
+        )
+        (path / METRICS).unlink()
+    rows = len(read_metrics(path))
+    files = {f.name: _sha256(f) for f in sorted(path.iterdir()) if f.is_file() and f.name != MANIFEST}
+    write_json_atomic(path / MANIFEST, {"behaviour": behaviour, "rows": rows, "files": files})
+
+
+def run_state(run_dir: str | Path, behaviour: str) -> tuple[str, str]:
+    """(state, why) of the run at `run_dir` for the training code at version `behaviour`: one of
+    `RUN_STATES`, and a sentence saying what is wrong ('' when current). Only a current run may be
+    used; every other one is retrained."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        return "missing", f"{path} does not exist"
+    if not is_finished(path):
+        return "unfinished", f"{path} has no {SUMMARY} (interrupted or failed)"
+    if not (path / MANIFEST).exists():
+        return "unsealed", f"{path} has no {MANIFEST}: finished but never sealed"
+    manifest = json.loads((path / MANIFEST).read_text())
+    for name, digest in manifest["files"].items():
+        if not (path / name).exists():
+            return "torn", f"{path / name} is missing"
+        if _sha256(path / name) != digest:
+            return "torn", f"{path / name} does not match its checksum in {MANIFEST}"
+    if manifest["behaviour"] != behaviour:
+        return "stale", f"{path} was trained by behaviour {manifest['behaviour']}; the code is at {behaviour}"
+    return "current", ""
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def read_config(run_dir: str | Path) -> dict[str, Any]:

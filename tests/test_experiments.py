@@ -104,6 +104,28 @@ def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_config,
     assert experiments.sweep(base, grid, [0, 1], tmp_path, progress=False).counts()["loaded"] == 4
 
 
+def test_a_torn_or_stale_run_is_reported_and_trained_again_never_loaded(tiny_config, tmp_path, monkeypatch):
+    """A run whose metrics were cut short, one whose metrics were deleted and one sealed by another
+    behaviour of the training code are each named in a warning and retrained; their metrics come
+    back whole."""
+    base = tiny_config()
+    grid = {"preset": ["grpo", "dapo"]}
+    first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
+    paths = [Path(p) for p in first.runs["path"]]
+    assert {p.name for p in paths[0].iterdir()} >= {"metrics.csv", "manifest.json", "summary.json"}
+    cut = paths[0] / "metrics.csv"
+    cut.write_bytes(cut.read_bytes()[:300])
+    (paths[1] / "metrics.csv").unlink()
+    manifest = json.loads((paths[2] / "manifest.json").read_text())
+    (paths[2] / "manifest.json").write_text(json.dumps({**manifest, "behaviour": "an-older-one"}))
+    with pytest.warns(UserWarning, match="3 stored runs may not be used") as caught:
+        again = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
+    message = str(caught[0].message)
+    assert "does not match its checksum" in message and "is missing" in message and "an-older-one" in message
+    assert again.counts() == {"loaded": 1, "trained": 3, "failed": 0}
+    pd.testing.assert_frame_equal(comparable(first.metrics), comparable(again.metrics))
+
+
 def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tiny_model_path, tiny_config, tmp_path):
     base = tiny_config()
     grid = {"model": [tiny_model_path, "./does-not-exist"]}

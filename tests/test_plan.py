@@ -117,8 +117,20 @@ def test_stored_runs_are_counted_and_stale_or_ignored_ones_are_not(
         return base(settings, *args, **{"learning_rate": 1e-4, **changes})
 
     monkeypatch.setattr(baseline, "base", changed)
+    moved = plan.plan("smoke", only=["01"], store=tmp_path, calibration=CALIBRATION)
+    assert moved.counts()["total"]["stored"] == 0 and moved.counts()["total"]["runs"] == 2
+    monkeypatch.undo()
+
+    monkeypatch.setattr(plan, "BEHAVIOUR", "another")
     stale = plan.plan("smoke", only=["01"], store=tmp_path, calibration=CALIBRATION)
-    assert stale.counts()["total"]["stored"] == 0 and stale.counts()["total"]["runs"] == 2
+    assert stale.counts()["total"] == {**stale.counts()["total"], "stored": 0, "to_train": 2, "stale": 1}
+    assert "trained by behaviour" in stale.format()
+    monkeypatch.undo()
+
+    (run_dir(first, tmp_path) / "metrics.csv").write_text("step\n0\n")
+    torn = plan.plan("smoke", only=["01"], store=tmp_path, calibration=CALIBRATION)
+    assert torn.counts()["total"] == {**torn.counts()["total"], "stored": 0, "torn": 1, "stale": 0}
+    assert "does not match its checksum" in torn.format()
 
 
 def test_the_cost_rule_scales_the_calibrated_base():
@@ -159,7 +171,10 @@ def test_the_committed_calibration_was_measured_on_the_study_base():
 
 def test_progress_reports_each_run_that_ends_with_the_time_left(tmp_path):
     configs = [base("smoke").replace(seed=s) for s in (0, 1)]
-    runs = tuple(plan.PlannedRun("01_baseline", c, tmp_path / f"run{c.seed}", False, 3600.0) for c in configs)
+    runs = tuple(
+        plan.PlannedRun("01_baseline", c, tmp_path / f"run{c.seed}", False, "missing", "", 3600.0)
+        for c in configs
+    )
     planned = plan.Plan("smoke", ("01_baseline",), runs, {}, tmp_path, False, CALIBRATION)
     progress = plan.Progress(planned, workers=2)
     assert progress.poll() == [] and progress.left() == "about 1 h 00 min"

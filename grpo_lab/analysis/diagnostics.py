@@ -21,7 +21,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_lab.runlog import CONFIG, METRICS, SAMPLES, read_config, read_jsonl, read_metrics
+from grpo_lab.runlog import (
+    CONFIG,
+    METRICS,
+    METRICS_TABLE,
+    SAMPLES,
+    has_metrics,
+    read_config,
+    read_jsonl,
+    read_metrics,
+)
 
 # --- per-step diversity (called by the trainer) --------------------------------------------------
 
@@ -732,10 +741,10 @@ def diagnose(
 
 
 def diagnose_run(run_dir: str | Path) -> list[Finding]:
-    """`diagnose` a run directory: its metrics.jsonl, samples.jsonl and config.json."""
+    """`diagnose` a run directory: its metrics (sealed or not), samples.jsonl and config.json."""
     run_dir = Path(run_dir)
-    if not (run_dir / METRICS).exists():
-        raise ValueError(f"{run_dir} is not a run directory: it has no {METRICS}")
+    if not has_metrics(run_dir):
+        raise ValueError(f"{run_dir} is not a run directory: it has no {METRICS} nor {METRICS_TABLE}")
     config = read_config(run_dir) if (run_dir / CONFIG).exists() else None
     return diagnose(read_metrics(run_dir), read_jsonl(run_dir / SAMPLES), config)
 

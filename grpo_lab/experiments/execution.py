@@ -24,6 +24,7 @@ import select
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -33,9 +34,16 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from grpo_lab.config import Config
-from grpo_lab.experiments.store import CallbacksFactory, Outcome, attempt, run_dir, write_error
+from grpo_lab.experiments.store import (
+    CallbacksFactory,
+    Outcome,
+    attempt,
+    is_current,
+    run_dir,
+    unusable,
+    write_error,
+)
 from grpo_lab.models.embedded import cache_root, embedded_path
-from grpo_lab.runlog import is_finished
 
 BACKENDS = ("local", "ray")
 
@@ -73,7 +81,8 @@ def execute(
     progress: bool = True,
     callbacks_factory: CallbacksFactory | None = None,
 ) -> dict[str, Outcome]:
-    """Make sure every config has a finished run under `root`; return config key -> Outcome.
+    """Make sure every config has a current run under `root` (`store.is_current`); return config
+    key -> Outcome.
 
     - backend 'local': `workers` processes (default `os.cpu_count()`, one torch thread each), each
       taking the next pending run when free; `workers=1` trains in this process, one run after the
@@ -93,8 +102,14 @@ def execute(
         raise ValueError(f"workers must be >= 1, got {workers}")
     root = Path(root).resolve()
     unique = {c.key(): c for c in configs}
-    outcomes = {k: Outcome(k, "loaded") for k, c in unique.items() if is_finished(run_dir(c, root))}
+    outcomes = {k: Outcome(k, "loaded") for k, c in unique.items() if is_current(run_dir(c, root))}
     pending = [c for k, c in unique.items() if k not in outcomes]
+    replaced = unusable(run_dir(c, root) for c in pending)
+    if replaced:
+        listed = "; ".join(f"{path.name} ({why})" for path, why in replaced.items())
+        warnings.warn(
+            f"{len(replaced)} stored runs may not be used and are trained again: {listed}", stacklevel=2
+        )
     prebuild(pending)
     processes = min(workers or os.cpu_count() or 1, len(pending))
     if backend == "ray":

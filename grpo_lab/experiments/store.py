@@ -1,9 +1,10 @@
-"""The run store: one directory per run under a root, named by the hash of the full config (and of
-the embedded model's build, when it is the model, and of the task file's content, for `file:PATH`
-tasks). Asking
-again for a finished run (one with summary.json) loads it instead of training; a directory without
-summary.json (an interrupted or failed attempt) is discarded and trained again. A failure is
-recorded in the run's error.json (type, message, traceback) instead of being raised."""
+"""The run store: one directory per run under a root, named by the hash of the config's fields set
+away from their defaults (and of the embedded model's build, when it is the model, and of the task
+file's content, for `file:PATH` tasks). A trained run is sealed (`runlog.seal`) with `BEHAVIOUR`, the
+version of what training computes; asking again for a run loads it only when it is current
+(`runlog.run_state`): a run that is unfinished, unsealed, torn (a file missing or changed) or stale (of
+another behaviour) is reported and trained again, never used. A failure is recorded in the run's
+error.json (type, message, traceback) instead of being raised."""
 
 import hashlib
 import json
@@ -19,10 +20,15 @@ import pandas as pd
 
 from grpo_lab.config import Config
 from grpo_lab.models.embedded import build_lock, embedded_dir
-from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
+from grpo_lab.runlog import read_metrics, run_state, seal, write_json_atomic
 from grpo_lab.tasks import task_fingerprint
 
 ERROR = "error.json"
+BEHAVIOUR = "b7cdc7a6e30f"
+"""the version of the training code's behaviour: the start of the sha256 of the golden test's data
+(`tests/data/golden_metrics.json`), which changes exactly when a change alters what training
+computes (`tests/test_trainer_golden.py` fails until this follows it). Stored runs sealed with
+another version are stale."""
 
 CallbacksFactory = Callable[[Config, Path], Sequence[Any]]
 """(config, run directory) -> the trainer callbacks of that run; a module-level function, so that it
@@ -66,22 +72,40 @@ def run_key(config: Config) -> str:
 def ensure(
     config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None
 ) -> Literal["loaded", "trained"]:
-    """'loaded' when a finished run of `config` is stored under `root`; otherwise train it there
-    (after discarding a half-written directory) and return 'trained'. Training errors propagate.
-    The run is trained under a lock on its directory: two processes that ask for the same run at once
-    (two notebooks on one store, say) train it once, and the second loads it."""
+    """'loaded' when a current run of `config` is stored under `root`; otherwise train it there
+    (after discarding a half-written, torn or stale directory), seal it and return 'trained'.
+    Training errors propagate. The run is trained under a lock on its directory: two processes that
+    ask for the same run at once (two notebooks on one store, say) train it once, and the second
+    loads it."""
     from grpo_lab.trainer import train
 
     path = run_dir(config, root)
-    if is_finished(path):
+    if is_current(path):
         return "loaded"
     with build_lock(path):
-        if is_finished(path):
+        if is_current(path):
             return "loaded"
         shutil.rmtree(path, ignore_errors=True)
         callbacks = callbacks_factory(config, path) if callbacks_factory is not None else ()
         train(config, out=path, callbacks=callbacks)
+        seal(path, BEHAVIOUR)
     return "trained"
+
+
+def is_current(path: str | Path) -> bool:
+    """Whether the run at `path` may be used: sealed by this behaviour, every file as sealed."""
+    return run_state(path, BEHAVIOUR)[0] == "current"
+
+
+def unusable(paths: Iterable[Path]) -> dict[Path, str]:
+    """The runs among `paths` that exist but may not be used (unsealed, torn or stale), with why:
+    they are trained again, and a sweep says so (an unfinished one is only an interrupted attempt)."""
+    found = {}
+    for path in paths:
+        state, why = run_state(path, BEHAVIOUR)
+        if state in ("unsealed", "torn", "stale"):
+            found[path] = f"{state}: {why}"
+    return found
 
 
 def write_error(path: Path, error: BaseException) -> str:
@@ -117,8 +141,8 @@ def attempt(config: Config, root: str | Path, callbacks_factory: CallbacksFactor
 
 
 def run_or_load(config: Config, root: str | Path) -> pd.DataFrame:
-    """The metrics of `config`: loaded when a finished run is stored under `root`, else trained
-    (a half-written directory from an interrupted run is discarded first)."""
+    """The metrics of `config`: loaded when a current run is stored under `root`, else trained
+    (a half-written, torn or stale directory is discarded first)."""
     ensure(config, root)
     return read_metrics(run_dir(config, root)).assign(seed=config.seed, preset=config.preset)
 

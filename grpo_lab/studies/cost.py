@@ -30,10 +30,10 @@ from matplotlib.colors import TwoSlopeNorm
 from grpo_lab.analysis.stats import cost_table, effect_interval
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point, grid_points, preset_overrides
-from grpo_lab.experiments.store import ensure, run_dir
+from grpo_lab.experiments.store import BEHAVIOUR, ensure, is_current, run_dir
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.runlog import is_finished, read_metrics, write_json_atomic
+from grpo_lab.runlog import read_metrics, seal, write_json_atomic
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.threads import torch_threads
 from grpo_lab.trainer import train
@@ -132,15 +132,16 @@ def run(design: Sequence[Point], settings: Profile, root: str | Path | None = No
         raise ValueError("need at least one seed (round)")
     root = Path(settings.runs_dir() if root is None else root).resolve()
     runs = [p.config.replace(seed=s) for s in seeds for p in design]
-    pending = [c for c in runs if not is_finished(run_dir(c, root))]
+    pending = [c for c in runs if not is_current(run_dir(c, root))]
     with torch_threads(1):  # as in a pool worker; not Config.torch_threads, which changes the run's key
         if pending:  # the first run of a process also pays for lazy loading: do it once, unrecorded
             train(pending[0].replace(steps=2, eval_every=2), out=None)
         for config in pending:
-            if not is_finished(run_dir(config, root)):  # a design may list one config twice
+            if not is_current(run_dir(config, root)):  # a design may list one config twice
                 resting = reset_peak_memory()
                 ensure(config, root)
                 write_json_atomic(run_dir(config, root) / RESTING_FILE, {"resting_mb": resting})
+                seal(run_dir(config, root), BEHAVIOUR)  # the manifest covers the resting memory too
     frames = []
     for seed in seeds:
         for point in design:
