@@ -6,6 +6,7 @@ them unchanged; a deliberate change of behaviour regenerates them with
 
 and says why in its commit."""
 
+import hashlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab import Trainer, preset
+from grpo_lab.experiments.store import BEHAVIOUR
 from grpo_lab.presets import PRESETS
 
 GOLDEN = Path(__file__).parent / "data" / "golden_metrics.json"
@@ -152,3 +154,11 @@ def test_same_metrics_row_for_row(name, golden, tiny_model_path, tmp_path):
     if REGENERATE:
         golden[name] = rows
     assert rows == golden[name]
+
+
+def test_the_store_behaviour_version_follows_the_golden_data():
+    """Stored runs (`results/`) are sealed with `store.BEHAVIOUR`; when the golden data changes,
+    training computes something else, so that version must change with it (and every kept run
+    becomes stale) instead of mixing runs of two behaviours in one figure."""
+    digest = hashlib.sha256(GOLDEN.read_bytes()).hexdigest()[: len(BEHAVIOUR)]
+    assert BEHAVIOUR == digest, f"set grpo_lab.experiments.store.BEHAVIOUR = {digest!r}"
