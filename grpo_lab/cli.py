@@ -2,19 +2,13 @@
 `grpo-lab figures`, `grpo-lab diagnose`, `grpo-lab bench`."""
 
 import argparse
-import dataclasses
-import inspect
 import json
-import re
 import sys
 import typing
 from pathlib import Path
 
-from grpo_lab.config import Config, field_doc, parse_override
+from grpo_lab.config import Config, field_doc, field_sections, parse_override
 from grpo_lab.profiles import PROFILES
-
-SECTION = re.compile(r"^\s*# --- (.+?)(:.*)? ---\s*$")
-FIELD = re.compile(r"^\s{4}(\w+): ")
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -24,7 +18,8 @@ def _train(args: argparse.Namespace) -> int:
     from grpo_lab.trainer import train
 
     overrides = dict(parse_override(s) for s in args.set)
-    config = preset(args.preset, **{"steps": args.steps, "seed": args.seed, **overrides})  # --set wins
+    given = {k: v for k, v in (("steps", args.steps), ("seed", args.seed)) if v is not None}
+    config = preset(args.preset, **{**given, **overrides})  # --set wins; unset, the preset's or config's
     if args.resume and not args.out:
         raise ValueError("--resume needs --out, the directory of the interrupted run")
     out = Path(args.out) if args.out else run_dir(config, "runs")
@@ -32,19 +27,6 @@ def _train(args: argparse.Namespace) -> int:
     print(json.dumps(read_summary(out), indent=2))
     print(f"run written to {out}")
     return 0
-
-
-def field_sections() -> dict[str, list[str]]:
-    """The settable `Config` fields grouped by the section comments of its source (`# --- run ---`)."""
-    sections: dict[str, list[str]] = {}
-    current = "other"
-    settable = {f.name for f in dataclasses.fields(Config) if f.init}
-    for line in inspect.getsource(Config).splitlines():
-        if match := SECTION.match(line):
-            current = match.group(1)
-        elif (match := FIELD.match(line)) and match.group(1) in settable:
-            sections.setdefault(current, []).append(match.group(1))
-    return sections
 
 
 def _fields(args: argparse.Namespace) -> int:
@@ -160,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog="`grpo-lab fields` lists every config field --set can change, with its type, default and doc.",
     )
     t.add_argument("--preset", default="grpo", help="named method (see `grpo-lab presets`)")
-    t.add_argument("--steps", type=int, default=200)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--steps", type=int, help=f"training steps (default: the config's, {Config().steps})")
+    t.add_argument("--seed", type=int, help=f"seed of the run (default: the config's, {Config().seed})")
     t.add_argument("--out", default=None, help="run directory (default runs/<preset>-seed<S>-<hash>)")
     t.add_argument(
         "--set",

@@ -204,6 +204,8 @@ class Config:
     # --- logging ---
     eval_every: int = 25
     """steps between validation passes (also before the first update and after the last)"""
+    eval_start: int = 0
+    """no validation pass between the first and this step: a study scored on its runs' tail skips them"""
     val_size: int = 200
     """validation prompts, greedy decoding (val/accuracy)"""
     val_samples: int = 4
@@ -288,6 +290,17 @@ def field_names() -> list[str]:
 def field_doc(name: str) -> str:
     """The one-line doc written under a field."""
     return _FIELD_DOCS.get(name, "")
+
+
+def field_sections() -> dict[str, list[str]]:
+    """The settable fields grouped by the section comments of Config's source (`# --- run ---`), in
+    the source's order."""
+    settable = set(field_names())
+    sections: dict[str, list[str]] = {}
+    for name, section in _FIELD_SECTIONS.items():
+        if name in settable:
+            sections.setdefault(section, []).append(name)
+    return sections
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -415,6 +428,7 @@ def validate(c: Config) -> None:
         _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
     for name in ("eval_every", "samples_every", "val_size", "val_sampled_size", "lora_r"):
         _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}")
+    _check(0 <= c.eval_start <= c.steps, f"eval_start must be in [0, steps={c.steps}], got {c.eval_start}")
     for name in (
         "micro_batch_size",
         "task_digits",
@@ -552,24 +566,31 @@ def _validate_tricks(c: Config) -> None:
     )
 
 
-def _field_docs() -> dict[str, str]:
-    """Read each field's one-line doc from this module's source (the string under the field)."""
+def _read_fields() -> tuple[dict[str, str], dict[str, str]]:
+    """Each field's one-line doc (the string under it) and its section (the last `# --- name ---`
+    comment above it, 'other' before the first), from the one parse of Config's source."""
     import ast
     import inspect
+    import re
 
-    (cls,) = ast.parse(inspect.getsource(Config)).body
+    source = inspect.getsource(Config)
+    (cls,) = ast.parse(source).body
     assert isinstance(cls, ast.ClassDef)  # the source of Config is its class statement alone
+    comments = [
+        (number, match.group(1))
+        for number, line in enumerate(source.splitlines(), start=1)
+        if (match := re.match(r"\s*# --- (.+?)(:.*)? ---\s*$", line))
+    ]
+    docs, sections = {}, {}
     body = cls.body
-    docs = {}
-    for node, nxt in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-        ):
-            docs[node.target.id] = str(nxt.value.value)
-    return docs
+    for node, nxt in zip(body, [*body[1:], None]):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        name = node.target.id
+        sections[name] = next((s for number, s in reversed(comments) if number < node.lineno), "other")
+        if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            docs[name] = str(nxt.value.value)
+    return docs, sections
 
 
-_FIELD_DOCS = _field_docs()
+_FIELD_DOCS, _FIELD_SECTIONS = _read_fields()

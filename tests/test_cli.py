@@ -170,6 +170,15 @@ def test_fields_filters_by_name(capsys):
     assert "no config field matches 'nothing_like_this'" in capsys.readouterr().err
 
 
+def test_train_takes_steps_and_seed_from_the_config_unless_given(monkeypatch, tmp_path, capsys):
+    seen = []
+    monkeypatch.setattr("grpo_lab.trainer.train", lambda config, out, resume: seen.append(config))
+    monkeypatch.setattr("grpo_lab.runlog.read_summary", lambda out: {})
+    assert main(["train", "--out", str(tmp_path / "a")]) == 0
+    assert main(["train", "--steps", "7", "--seed", "3", "--out", str(tmp_path / "b")]) == 0
+    assert [(c.steps, c.seed) for c in seen] == [(Config().steps, Config().seed), (7, 3)]
+
+
 def test_train_help_points_to_fields(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
