@@ -262,9 +262,10 @@ def describe(calibration: dict[str, Any]) -> str:
 
 
 def evaluations(config: Config) -> int:
-    """Validation passes of a run: before every `eval_every`-th step (step 0 included) and one after
-    the last update."""
-    return math.ceil(config.steps / config.eval_every) + 1
+    """Validation passes of a run: before step 0, before every `eval_every`-th step from
+    `eval_start` on, and one after the last update."""
+    due = range(0, config.steps, config.eval_every)
+    return sum(step == 0 or step >= config.eval_start for step in due) + 1
 
 
 def step_seconds(config: Config, calibration: dict[str, Any]) -> float:

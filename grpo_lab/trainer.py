@@ -362,7 +362,7 @@ class Trainer:
             )
         c, step, objective = self.config, self.step_index, self.objective
         row: dict = {"step": step}
-        if step % c.eval_every == 0:
+        if step % c.eval_every == 0 and (step == 0 or step >= c.eval_start):
             with autocast(self.device):
                 row.update(self.validate())
         t_step = time.perf_counter()  # validation is not part of the step's cost

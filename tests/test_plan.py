@@ -147,6 +147,8 @@ def test_the_cost_rule_scales_the_calibrated_base():
     assert plan.evaluation_seconds(greedy_only, CALIBRATION) == pytest.approx(2.0)
     short = config.replace(steps=4, eval_every=2)
     assert plan.evaluations(short) == 3  # before steps 0 and 2, and after the last
+    tail = config.replace(steps=60, eval_every=5, eval_start=30)
+    assert plan.evaluations(tail) == 8  # before step 0; before 30, 35, ..., 55; after the last
     assert plan.run_seconds(short, CALIBRATION) == pytest.approx(2.0 + 4 * 2.0 + 3 * 4.0)
     assert plan.run_seconds(short, CALIBRATION, measured_step=1.0) == pytest.approx(2.0 + 4 * 1.0 + 3 * 4.0)
 

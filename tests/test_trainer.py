@@ -193,3 +193,12 @@ def test_sampled_validation_is_the_same_stream_for_every_seed_and_arm(tiny):
     assert start[0]["val/sampled_accuracy"] == start[1]["val/sampled_accuracy"]
     assert "val/accuracy" in first.columns
     assert "val/sampled_accuracy" not in train(tiny(steps=1, val_samples=0)).columns
+
+
+def test_eval_start_skips_the_validations_before_the_scored_tail(tiny):
+    """With eval_start the run validates before step 0 (the start every gain is measured from),
+    then from eval_start on every eval_every steps, and after the last update."""
+    df = train(tiny(steps=6, eval_every=2, eval_start=4))
+    assert df.dropna(subset=["val/accuracy"])["step"].tolist() == [0, 4, 6]
+    with pytest.raises(ValueError, match="eval_start must be in"):
+        tiny(steps=6, eval_start=7)
