@@ -46,8 +46,14 @@ def make(digits: int = 2) -> Task:
         shown = (a * 7 + b * 13) % 2 == 0
         solution = f"{column_work(a, b, digits)}>{a + b}" if shown else f">{a + b}"
         problems.append(Example(prompt=f"{a}+{b}=?", answer=str(a + b), solution=solution))
+    return sum_task("scratchpad", problems)
+
+
+def sum_task(name: str, problems: list[Example]) -> Task:
+    """A task of sums answered after the last '>' (`scratchpad`, `worked`): rewards `correct` (the
+    default) and `format`, and exact correctness, all read from the final answer."""
     return Task(
-        name="scratchpad",
+        name=name,
         problems=tuple(problems),
         rewards={"correct": correct, "format": well_formed},
         is_correct=is_correct,

@@ -13,7 +13,7 @@ import itertools
 import zlib
 
 from grpo_lab.tasks.base import Example, Task, operands
-from grpo_lab.tasks.scratchpad import correct, is_correct, well_formed
+from grpo_lab.tasks.scratchpad import sum_task
 
 PLACES = ("units", "tens", "hundreds")
 """column names, least significant first"""
@@ -56,10 +56,4 @@ def make(digits: int = 2) -> Task:
     for a, b in itertools.product(operands(digits), repeat=2):
         prompt = f"{a}+{b}=?"
         problems.append(Example(prompt, str(a + b), solution(a, b, digits, style_of(prompt))))
-    return Task(
-        name="worked",
-        problems=tuple(problems),
-        rewards={"correct": correct, "format": well_formed},
-        is_correct=is_correct,
-        default_rewards=("correct",),
-    )
+    return sum_task("worked", problems)
