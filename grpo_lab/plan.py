@@ -25,7 +25,6 @@ import datetime
 import importlib
 import importlib.util
 import json
-import math
 import os
 import platform
 import time
