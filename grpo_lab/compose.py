@@ -61,15 +61,15 @@ class StepTensors:
 
 @dataclass
 class FixedLogprobs:
-    """The log-probs (N, T) that stay fixed during one step's updates."""
+    """The log-probs (N, T) that stay fixed during one step's updates, named as in `StepTensors`."""
 
-    old: Tensor | None
+    old_logp: Tensor | None
     """old policy, when it can differ from the current one or is needed before the update"""
-    ref: Tensor | None
+    ref_logp: Tensor | None
     """reference, when the KL uses it"""
     ref_logsm: Tensor | None
     """(N, T, V) reference log-softmax, for the exact KL on small vocabularies"""
-    prev: Tensor | None
+    prev_logp: Tensor | None
     """previous step's policy, for the two-layer KL"""
     old_from_sampler: bool = False
     """the old log-probs are the sampler's own, kept while sampling: no forward pass made them"""
@@ -77,8 +77,8 @@ class FixedLogprobs:
     @property
     def passes(self) -> int:
         """Forward passes made for these log-probs."""
-        old = self.old is not None and not self.old_from_sampler
-        return int(old) + sum(x is not None for x in (self.ref, self.prev))
+        old = self.old_logp is not None and not self.old_from_sampler
+        return int(old) + sum(x is not None for x in (self.ref_logp, self.prev_logp))
 
 
 @dataclass
@@ -187,7 +187,7 @@ class Objective:
         folded into the reward when it sits there, the advantages, the sequence weights and, given the
         old policy's log-probs, the sampler importance weights."""
         mask, lengths, sampler_logp = rollout.completion_mask, rollout.lengths, rollout.sampler_logp  # (N, T)
-        old_logp, ref_logp = fixed.old, fixed.ref
+        old_logp, ref_logp = fixed.old_logp, fixed.ref_logp
         kl_reward = None  # (N, T) when the KL sits in the reward: old and reference log-probs are then there
         if self.kl_in_reward and old_logp is not None and ref_logp is not None:
             kl_reward = self.reward_kl(old_logp, ref_logp, mask, kl_coef)
@@ -208,7 +208,7 @@ class Objective:
             is_weights=is_w,
             old_logp=old_logp,
             ref_logp=ref_logp,
-            prev_logp=fixed.prev,
+            prev_logp=fixed.prev_logp,
         )
         return Signal(tensors, kl_reward, stats)
 

@@ -97,19 +97,19 @@ PRESETS: dict[str, Preset] = {
         },
     ),
     "scheme_a": Preset(
-        "Seed document's scheme A (ratio clipping and normalization): keep the group advantage, change the "
-        "ratio handling: clip-higher 0.28, dual-clip c=3 and a truncated sequence-level (geometric mean) "
-        "sampler IS correction.",
+        "Evaluation guide §3 scheme A (ratio clipping and normalization): keep the group advantage, change "
+        "the ratio handling: clip-higher 0.28, dual-clip c=3 and a truncated sequence-level (geometric "
+        "mean) sampler IS correction.",
         {"eps_high": 0.28, "dual_clip_c": 3.0, "is_correction": "tis_seq"},
     ),
     "scheme_b": Preset(
-        "Seed document's scheme B (advantage re-allocation): half sequence advantage, half token-level "
+        "Evaluation guide §3 scheme B (advantage re-allocation): half sequence advantage, half token-level "
         "reward-to-go (per-digit credit on arith and the per-token KL, moved into the reward), and loss "
         "coefficients by difficulty.",
         {"token_adv_mix": 0.5, "kl_placement": "reward", "kl_estimator": "k1", "seq_weight": "difficulty"},
     ),
     "scheme_c": Preset(
-        "Seed document's scheme C (KL and coefficient structure): keep the advantage; k2 estimator (its "
+        "Evaluation guide §3 scheme C (KL and coefficient structure): keep the advantage; k2 estimator (its "
         "gradient is the reverse KL's), importance-weighted in the loss, and equal per-token coefficients.",
         {"kl_estimator": "k2", "kl_importance_weighted": True, "aggregation": "token-mean"},
     ),

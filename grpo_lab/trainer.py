@@ -404,7 +404,7 @@ class Trainer:
         row.update(objective.update_stats(update.logp, update.entropy, signal.fixed, rollout))
         row.update({"kl/coef": self.kl_ctl.coef, "entropy/coef": entropy_coef})
         row["entropy"] = float(masked_mean(update.entropy, mask))  # (N, T) -> scalar
-        if fixed.ref is not None:
+        if fixed.ref_logp is not None:
             self.kl_ctl.update(row["kl"], step, c.steps)
         self.ent_ctl.update(row["entropy"])
 
@@ -439,7 +439,9 @@ class Trainer:
                 self.prev_model.load_state_dict(
                     self.model.state_dict()
                 )  # next step's "previous" is this policy
-        return FixedLogprobs(old=old, ref=ref, ref_logsm=ref_logsm, prev=prev, old_from_sampler=from_sampler)
+        return FixedLogprobs(
+            old_logp=old, ref_logp=ref, ref_logsm=ref_logsm, prev_logp=prev, old_from_sampler=from_sampler
+        )
 
     def _gradient_cosines(
         self, batch: Batch, rewards: Tensor, fixed: StepTensors, chunks: list[Tensor], entropy_coef: float
