@@ -18,17 +18,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grpo_lab.analysis.plots import project_root
-
-if TYPE_CHECKING:
-    from grpo_lab.plan import Progress
+from grpo_lab.plan import Progress, notebooks, plan
 
 INDEX = "README.md"
 """the index of figures/ written by the full profile (other profiles write theirs into executed/)"""
 PROFILE_REPR = re.compile(
-    r"Profile\(name='[^']*', seeds=\([^)]*\), steps=\d+, eval_every=\d+, val_size=\d+\)"
+    r"Profile\(name='[^']*', seeds=\([^)]*\), steps=\d+, eval_every=\d+, val_size=\d+, eval_start=\d+\)"
 )
 CLOCK_SLACK_S = 1.0
 """tolerance between the file system's and papermill's clocks when matching a figure to a notebook"""
@@ -36,26 +34,11 @@ PROGRESS_EVERY_S = 10.0
 """how often the run store is read for finished runs while the notebooks execute"""
 
 
-def notebooks(only: list[str] | None = None, root: Path | None = None) -> list[Path]:
-    """The numbered notebooks under `root`/notebooks, in execution order; with `only`, those named
-    (by stem, e.g. '03_schemes', or by number, '03'). A name that matches none is an error naming
-    the valid ones."""
-    found = sorted(((root or project_root()) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    if not only:
-        return found
-    unknown = [n for n in only if not any(n in (p.stem, p.stem.split("_", 1)[0]) for p in found)]
-    if unknown:
-        raise ValueError(f"no notebook matches {unknown}; valid: {', '.join(p.stem for p in found)}")
-    return [p for p in found if p.stem in only or p.stem.split("_", 1)[0] in only]
-
-
 def regenerate(profile: str = "full", only: list[str] | None = None, root: Path | None = None) -> list[str]:
     """Print the plan of `profile` (`grpo_lab.plan`), then run the notebooks with it, printing a line
     per finished run with the time left (`watch`); executed copies go to notebooks/executed/,
     stamped with the commit they ran on; then write the index of figures (`write_index`). Returns
     the failures."""
-    from grpo_lab.plan import Progress, plan
-
     root = root or project_root()
     planned = plan(profile, only, root=root)
     print(planned.format(), flush=True)

@@ -34,9 +34,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from grpo_lab.analysis.plots import project_root
 from grpo_lab.config import Config
 from grpo_lab.experiments.store import BEHAVIOUR, run_dir
-from grpo_lab.figures import notebooks
 from grpo_lab.profiles import PROFILES, Profile
 from grpo_lab.runlog import read_config, read_summary, run_state
 
@@ -56,14 +56,17 @@ CALIBRATED_FIELDS = (
 CALIBRATION_STEPS = 4
 """steps of the calibration run: the first (warm-up) is not timed; validation at steps 0 and 2"""
 STUDIES = "grpo_lab.studies"
+ALLOWANCE = "allowance"
+"""the state of a planned run that stands for runs a study chooses later (`study_allowance`)"""
 SHOWN = 10
 """unusable stored runs the printed plan names (the rest are counted)"""
 TOTAL = "total"
 """the key of the totals in the JSON form"""
-KEYS = ("runs", "stored", "to_train", "core_hours", "stale", "torn")
+KEYS = ("runs", "stored", "to_train", "core_hours", "stale", "torn", "allowance")
 """what the plan gives per notebook and in total: runs needed, current in the store, still to train
 (with their core-hours), and among those to train the stored ones that are stale (of another
-behaviour of the training code) or torn (unfinished, unsealed, or a file changed since sealing)"""
+behaviour of the training code) or torn (unfinished, unsealed, or a file changed since sealing), and
+the allowance: runs a study chooses once earlier results are in, counted at their cost until then"""
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,8 @@ class Plan:
             stale = sum(r.state == "stale" for r in mine)
             torn = sum(r.state in ("unfinished", "unsealed", "torn") for r in mine)
             table[notebook] = {"runs": len(mine), "stored": stored, "to_train": len(mine) - stored,
-                               "core_hours": round(hours, 3), "stale": stale, "torn": torn}  # fmt: skip
+                               "core_hours": round(hours, 3), "stale": stale, "torn": torn,
+                               "allowance": sum(r.state == ALLOWANCE for r in mine)}  # fmt: skip
         return table
 
     def to_train(self) -> list[PlannedRun]:
@@ -145,6 +149,13 @@ class Plan:
             f"Core-hours: one core per run, from {describe(self.calibration)}; "
             f"hours on {cores} cores: one worker per core.",
         ]
+        allowed = [r for r in self.runs if r.state == ALLOWANCE]
+        if allowed:
+            notes.append(
+                f"Allowance: {len(allowed)} runs ({sum(r.seconds for r in allowed) / 3600:.2f} core-h) "
+                "stand for runs chosen once earlier results are stored (02's leave-one-out confirms what "
+                "the screen finds)."
+            )
         unusable = [r for r in self.runs if r.why and r.state != "missing"]
         if unusable:
             notes.append(f"Stored runs that may not be used and are trained again ({len(unusable)}):")
@@ -152,6 +163,19 @@ class Plan:
             if len(unusable) > SHOWN:
                 notes.append(f"  and {len(unusable) - SHOWN} more")
         return "\n".join([*lines, "", *notes])
+
+
+def notebooks(only: list[str] | None = None, root: Path | None = None) -> list[Path]:
+    """The numbered notebooks under `root`/notebooks, in execution order; with `only`, those named
+    (by stem, e.g. '03_schemes', or by number, '03'). A name that matches none is an error naming
+    the valid ones."""
+    found = sorted(((root or project_root()) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if not only:
+        return found
+    unknown = [n for n in only if not any(n in (p.stem, p.stem.split("_", 1)[0]) for p in found)]
+    if unknown:
+        raise ValueError(f"no notebook matches {unknown}; valid: {', '.join(p.stem for p in found)}")
+    return [p for p in found if p.stem in only or p.stem.split("_", 1)[0] in only]
 
 
 def runs_root(profile: str) -> Path:
@@ -192,11 +216,14 @@ def _module(name: str) -> ModuleType:
 
 def study_runs(name: str, profile: str) -> list[Config]:
     """Every run of a study module's design under `profile`: its `design(settings(profile))` over
-    the settings' seeds. A study with several settings (`claims`, `verdicts`) returns a dict of
-    settings and a dict of designs with the same keys."""
+    the settings' seeds, or the module's `runs(design, settings)` where it seeds its runs itself (the
+    screen). A study with several settings (`claims`, `verdicts`) returns a dict of settings and a
+    dict of designs with the same keys."""
     module = _module(name)
     settings = module.settings(profile)
     designs = module.design(settings)
+    if hasattr(module, "runs"):  # a study that seeds its runs itself (the screen: a seed per run)
+        return list(module.runs(designs, settings))
     pairs = (
         [(designs[k], settings[k]) for k in settings] if isinstance(settings, dict) else [(designs, settings)]
     )
@@ -206,6 +233,13 @@ def study_runs(name: str, profile: str) -> list[Config]:
         for point in points
         for seed in chosen.seeds
     ]
+
+
+def study_allowance(name: str, profile: str) -> list[Config]:
+    """The runs a study will add once earlier results are in (its `allowance(settings)`: 02's
+    leave-one-out confirms the tricks the screen finds active), counted at their cost until then."""
+    module = _module(name)
+    return list(module.allowance(module.settings(profile))) if hasattr(module, "allowance") else []
 
 
 def plan(
@@ -238,6 +272,11 @@ def plan(
                 stored = state == "current"
                 seconds = 0.0 if stored else run_seconds(config, calibration, measured.get(_sibling(config)))
                 runs[where] = PlannedRun(path.stem, config, where, stored, state, why, seconds)
+            for config in study_allowance(name, profile):
+                where = run_dir(config, store)
+                if where not in runs:
+                    seconds = run_seconds(config, calibration, measured.get(_sibling(config)))
+                    runs[where] = PlannedRun(path.stem, config, where, False, ALLOWANCE, "", seconds)
     return Plan(profile, tuple(names), tuple(runs.values()), shared, store, from_empty, calibration)
 
 

@@ -15,7 +15,7 @@ from grpo_lab import figures
 T0 = datetime.datetime(2026, 1, 2, 10, 0, 0, tzinfo=datetime.timezone.utc)
 
 
-PROFILE = "Profile(name='full', seeds=(0, 1, 2), steps=75, eval_every=75, val_size=200)"
+PROFILE = "Profile(name='full', seeds=(0, 1, 2), steps=75, eval_every=75, val_size=200, eval_start=0)"
 
 
 def executed_notebook(

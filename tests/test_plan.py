@@ -202,3 +202,16 @@ def test_calibrate_times_the_study_base_and_the_plan_reads_it(tmp_path):
     assert seconds["sample"] + seconds["logprob"] + seconds["train"] <= seconds["step"]
     with pytest.raises(ValueError, match="at least 3 steps"):
         plan.calibrate(path, steps=2)
+
+
+def test_the_full_profile_stores_in_the_repository_and_an_environment_variable_moves_any_store(
+    tmp_path, monkeypatch
+):
+    from grpo_lab.analysis.plots import project_root
+    from grpo_lab.profiles import PROFILES, STORE_ENV
+
+    monkeypatch.delenv(STORE_ENV, raising=False)
+    assert PROFILES["full"].runs_dir() == project_root() / "results"
+    assert PROFILES["smoke"].runs_dir() == project_root() / "runs" / "smoke"
+    monkeypatch.setenv(STORE_ENV, str(tmp_path / "fresh"))
+    assert PROFILES["full"].runs_dir() == PROFILES["smoke"].runs_dir() == tmp_path / "fresh"

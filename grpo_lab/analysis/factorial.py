@@ -25,8 +25,8 @@ column of `main_effects`:
   the pairing unit (`analysis.power`). Each factor has its own variance and nothing is assumed about
   interactions, at the price of few degrees of freedom (2 with 3 blocks: wide intervals).
 
-Whatever the estimate, no effect is decided on fewer than `power.MIN_SEEDS` seed blocks: below that
-the verdict is 'too few seeds', however many runs a block holds.
+Whatever the estimate, no effect is decided on fewer than `power.MIN_SEEDS` seeds (the blocks, or
+the runs' own seeds when each run has one, `RUN_SEED`): below that the verdict is 'too few seeds'.
 
 Reads run scores only: nothing here trains, samples or loads a model."""
 
@@ -41,6 +41,9 @@ from scipy import stats
 from grpo_lab.analysis.power import ALPHA, MIN_SEEDS, Paired, mde_factor
 
 BLOCK, SCORE = "seed", "score"
+RUN_SEED = "run_seed"
+"""the optional column of the seed each run trained with, when the runs of a block do not share one:
+the seeds a verdict rests on are then its distinct values, not the blocks"""
 """the columns of a scored frame that hold each run's seed block and its score"""
 BETWEEN_BLOCKS = "between blocks"
 POOLED_INTERACTIONS = "pooled interaction columns"
@@ -162,16 +165,16 @@ def main_effects(
     alpha: float = ALPHA,
     variance: str = POOLED_INTERACTIONS,
 ) -> pd.DataFrame:
-    """The main effect of every factor on the runs' scores (`scored`: a row per run with columns
-    `seed` (its block), one bool column per factor, and `score`): mean score with the factor on minus
-    off, estimated in each seed block and averaged over the blocks, with its (1 - alpha) t-interval,
-    its minimum detectable effect at level ALPHA and power POWER, and the verdict of
-    `power.Paired.verdict` against `margin` (the interval's degrees of freedom d enter as a paired
-    comparison of d + 1 pairs; the `margin` column repeats it), 'too few seeds' below
-    `power.MIN_SEEDS` blocks. `variance` is `POOLED_INTERACTIONS` or `BETWEEN_BLOCKS` (module doc);
-    the `variance` column names it and `df` gives its degrees of freedom. `factors` defaults to every
-    bool column. Every block must be a complete, balanced, orthogonal design and every score finite
-    (a clear error otherwise)."""
+    """The main effect of every factor on the runs' scores (`scored`: a row per run with columns `seed` (its
+    block), one bool column per factor, and `score`): mean score with the factor on minus off, estimated
+    in each seed block and averaged over the blocks, with its (1 - alpha) t-interval, its minimum
+    detectable effect at level ALPHA and power POWER, and the verdict of `power.Paired.verdict` against
+    `margin` (the interval's degrees of freedom d enter as a paired comparison of d + 1 pairs; the
+    `margin` column repeats it), 'too few seeds' below `power.MIN_SEEDS` seeds: the blocks, or the
+    distinct `RUN_SEED`s when every run has its own. `variance` is `POOLED_INTERACTIONS` or
+    `BETWEEN_BLOCKS` (module doc); the `variance` column names it and `df` gives its degrees of freedom.
+    `factors` defaults to every bool column. Every block must be a complete, balanced, orthogonal design
+    and every score finite (a clear error otherwise)."""
     if variance not in (POOLED_INTERACTIONS, BETWEEN_BLOCKS):
         raise ValueError(f"unknown variance {variance!r}; valid: {POOLED_INTERACTIONS!r}, {BETWEEN_BLOCKS!r}")
     names = _factors(scored, factors)
@@ -179,6 +182,7 @@ def main_effects(
     per_block = np.array([_effects(signs(block[names]), block[SCORE].to_numpy(float)) for block in blocks])
     # per_block: (blocks, factors)
     r, runs = len(blocks), sum(len(b) for b in blocks)
+    seeds = int(scored[RUN_SEED].nunique()) if RUN_SEED in scored.columns else r
     if variance == BETWEEN_BLOCKS:
         if r < 2:
             raise ValueError(f"the spread between blocks needs at least 2 seed blocks, got {r}")
@@ -200,10 +204,11 @@ def main_effects(
                 "ci_low": interval.low,
                 "ci_high": interval.high,
                 "mde": interval.mde,
-                "seeds": r,
+                "seeds": seeds,
+                "blocks": r,
                 "runs": runs,
                 "df": df,
-                "verdict": interval.verdict(margin) if r >= MIN_SEEDS else "too few seeds",
+                "verdict": interval.verdict(margin) if seeds >= MIN_SEEDS else "too few seeds",
                 "margin": margin,
                 "variance": used,
             }

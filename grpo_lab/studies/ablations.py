@@ -29,11 +29,12 @@ import pandas as pd
 
 from grpo_lab.analysis import plots, robustness, stability, verdicts
 from grpo_lab.analysis.claims import CRASH_STEPS
+from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point, ablation_points
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies import paired
+from grpo_lab.studies import paired, screen
 from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import for_profile, variant_points
 
@@ -82,10 +83,14 @@ SMOKE_VARIANTS = 1
 """the smoke profile changes only the first this many components"""
 SMOKE_TRICKS = 2
 """the smoke profile's leave-one-out covers the first this many tricks (the same in 02 and 12)"""
-FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=10)
-"""under the full profile: 3 paired seeds of 100 steps, validated every 10 steps (the headline
-score's run; the base's runs are the schemes' grpo runs): the conflicts report large effects
-(a crash, an unstable curve) and the leave-one-out confirms the screen (`docs/studies.md`)"""
+FULL = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
+"""under the full profile: 3 paired seeds of 60 steps, validated every 5 steps in the scored tail
+(the headline score's run; the base's runs are the schemes' grpo runs): the conflicts report large
+effects (a crash, an unstable curve), which the sequential rule decides at its first look, and the
+leave-one-out confirms what the screen finds (`docs/studies.md`, "Sizing the full profile")"""
+CONFIRM = 4
+"""under the full profile the leave-one-out confirms at most this many tricks: those the screen
+(`studies.screen`) calls better or worse, the largest effects first"""
 CURVES = ("val/accuracy", "reward", "kl/exact", "entropy", "clip_ratio/region_mean", "grad_norm")
 """the metrics drawn against the step"""
 SMOOTH = 5
@@ -104,8 +109,32 @@ def variants(settings: Profile) -> dict[str, dict[str, Any]]:
 
 
 def tricks(settings: Profile) -> list[str]:
-    """Every trick of `presets.TRICKS` under the full profile; the first `SMOKE_TRICKS` otherwise."""
+    """The tricks the leave-one-out covers. Under the full profile: the tricks the screen found
+    active (`confirmed`), none until the screen is in the store; the first `SMOKE_TRICKS` of
+    `presets.TRICKS` otherwise."""
+    if settings.name == "full":
+        return confirmed(screen.stored_effects(settings.name))
     return for_profile(list(TRICKS), settings, SMOKE_TRICKS)
+
+
+def confirmed(effects: pd.DataFrame | None) -> list[str]:
+    """The tricks of `presets.TRICKS` the screen calls better or worse (`screen.main_effects`), at
+    most `CONFIRM`, the largest effects first; none without the screen's effects."""
+    if effects is None:
+        return []
+    active = effects[effects["verdict"].isin(["better", "worse"]) & effects["factor"].isin(list(TRICKS))]
+    ranked = active.assign(size=active["effect"].abs()).sort_values("size", ascending=False)
+    return list(ranked["factor"])[:CONFIRM]
+
+
+def allowance(settings: Profile) -> list[Config]:
+    """What `grpo-lab plan` counts for the leave-one-out runs not yet chosen: under the full profile,
+    while the screen is not in the store, `CONFIRM` leave-one-out arms (the first tricks of
+    `presets.TRICKS` stand in for their cost) over the seeds; nothing otherwise."""
+    if settings.name != "full" or screen.stored_effects(settings.name) is not None:
+        return []
+    stand_ins = [p for p in trick_points(settings, list(TRICKS)[:CONFIRM]) if p.label != ALL_ON]
+    return [p.config.replace(seed=seed) for p in stand_ins for seed in settings.seeds]
 
 
 def component_points(settings: Profile) -> list[Point]:
@@ -123,13 +152,14 @@ def conflict_points(settings: Profile) -> list[Point]:
 
 
 def trick_points(settings: Profile, names: Sequence[str] | None = None) -> list[Point]:
-    """Every trick of `names` (default: `tricks(settings)`) on over the base ('all'), then each left
-    out ('-name')."""
+    """Every trick of `presets.TRICKS` on over the base ('all'), then each trick of `names` (default:
+    `tricks(settings)`) left out ('-name')."""
     chosen = tricks(settings) if names is None else list(names)
     unknown = sorted(set(chosen) - set(TRICKS))
     if unknown:
         raise ValueError(f"unknown trick(s) {unknown}; valid: {', '.join(TRICKS)}")
-    points = ablation_points(base(settings), {t: TRICKS[t] for t in chosen}, "leave-one-out")
+    wanted = {ALL_ON, *(f"-{t}" for t in chosen)}
+    points = [p for p in ablation_points(base(settings), TRICKS, "leave-one-out") if p.label in wanted]
     return [Point(p.label, {"part": "tricks", "arm": p.label}, p.config) for p in points]
 
 

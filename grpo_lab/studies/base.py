@@ -44,6 +44,7 @@ def base(profile: str | Profile = "full", name: str = "grpo", **changes: Any) ->
     profile_fields = dict(
         steps=settings.steps,
         eval_every=settings.eval_every,
+        eval_start=settings.eval_start,
         val_size=settings.val_size,
         val_sampled_size=settings.val_size,
         progress=False,

@@ -1,18 +1,21 @@
 """The factorial screen of the training tricks: every trick of `presets.TRICKS` and group reward
 normalization as the 16 factors of a two-level fractional factorial design of resolution IV in 32
-runs, on the study base, replicated over seed blocks (every run of a block has the block's seed, so
-the block shares prompts and sampling streams).
+runs, on the study base, replicated in blocks. Every run trains with a seed of its own (`run_seeds`:
+run i of block b has seed `SEED_STRIDE` x b + i), so a main effect rests on 16 seeds on each side:
+the score pilot found no correlation between arms that share a seed (`docs/studies.md`), so sharing
+seeds would buy nothing and would leave each effect resting on one seed per block.
 
 Leave-one-out spends each run on one effect: with r seeds a trick's effect is a paired difference
 of variance 2 sigma^2 / r. Here every run informs every main effect (mean score with the factor on
 minus off, variance 4 sigma^2 / N over N runs), and at resolution IV no main effect is aliased with a
 two-factor interaction (Box, Hunter & Hunter, "Statistics for Experimenters", 2nd ed., ch. 6). Under
-the full profile the design runs 32 runs x 3 seed blocks (`FULL`), and the main effects rest on the
-pooled residual variance of the 96 runs (`analysis.factorial`). The smoke profile runs the same 32
-runs in one block of its few steps. Design -> runs -> measures -> table and figure:
+the full profile the design runs once (`FULL`: one block of 32 runs), and the main effects rest on the
+pooled residual variance of the runs (`analysis.factorial`: 15 degrees of freedom, the two-factor
+interaction chains, so a large interaction widens every interval rather than biasing an effect). The
+smoke profile runs the same 32 runs of its few steps. Design -> runs -> measures -> table and figure:
 
-- `FACTORS`, `design`: the factors and the 32 labelled configurations (seeds set later);
-- `run`: trains or loads the design over the profile's seed blocks through the run store;
+- `FACTORS`, `design`: the factors and the 32 labelled configurations (seeds set by `run_seeds`);
+- `run`: trains or loads the design over the profile's blocks through the run store;
 - `scores`, `main_effects`, `aliases`, `report`: a score per run, the main effects with intervals,
   MDEs and verdicts (`analysis.factorial`), the alias structure;
 - `figure`: the main effects as a forest plot."""
@@ -28,8 +31,11 @@ import pandas as pd
 from grpo_lab.analysis import factorial
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, gain
-from grpo_lab.experiments import SweepResult
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult, execute
 from grpo_lab.experiments.designs import Component, Point, factorial_aliases, factorial_points
+from grpo_lab.experiments.store import Outcome, is_current, run_dir
+from grpo_lab.experiments.sweeps import collect
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies import paired
@@ -40,10 +46,12 @@ GROUP_REWARD_NORM: Component = ({"advantage": "grpo"}, {"advantage": "dr_grpo"})
 without std scaling of Dr. GRPO (its `advantage` alone: its aggregation and KL are not part of it)"""
 FACTORS: dict[str, Component] = {**TRICKS, "group_reward_norm": GROUP_REWARD_NORM}
 """the 16 factors of the screen: name -> the config changes that switch it on (or an (on, off) pair)"""
-FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=10)
-"""under the full profile: 3 seed blocks (each replicates the 32 runs) of 100 steps, validated every
-10 steps (the headline score's run): with the pooled variance the score pilot's run-to-run sd puts
-every main effect's MDE within 0.15 of grpo's gain (`docs/studies.md`, "The headline score")"""
+FULL = Budget(seeds=(0,), steps=60, eval_every=5, scored_tail=True)
+"""under the full profile: one block of the 32 runs, 60 steps, validated every 5 steps in the
+scored tail (the headline score's run, as the schemes'): at the score pilot's run-to-run sd every
+main effect's MDE is within 0.15 of grpo's gain (`docs/studies.md`, "Sizing the full profile")"""
+SEED_STRIDE = 1000
+"""run i of block b trains with seed SEED_STRIDE x b + i (a block holds fewer runs than this)"""
 SMOKE_SEEDS = (0,)
 """the seed block under any other profile: the whole design once"""
 SMOKE_STEPS = 2
@@ -64,19 +72,53 @@ def design(settings: Profile, factors: Mapping[str, Component] = FACTORS, **chan
     return factorial_points(base(settings, **changes), factors, resolution=4)
 
 
+def run_seeds(points: Sequence[Point], settings: Profile) -> list[tuple[Point, Config]]:
+    """Every run of the design in every block of `settings.seeds`: (point, its config with the run's
+    own seed, `SEED_STRIDE` x block + the point's index)."""
+    if len(points) >= SEED_STRIDE:
+        raise ValueError(f"a block holds at most {SEED_STRIDE - 1} runs, got {len(points)}")
+    blocks = settings.seeds
+    return [(p, p.config.replace(seed=SEED_STRIDE * b + i)) for b in blocks for i, p in enumerate(points)]
+
+
+def runs(points: Sequence[Point], settings: Profile) -> list[Config]:
+    """The configs the design trains (what `grpo-lab plan` counts)."""
+    return [config for _, config in run_seeds(points, settings)]
+
+
 def run(
     points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
 ) -> SweepResult:
-    """Train (or load) the design over the profile's seed blocks into `root` (default: the profile's
-    run store); a failed run is an error, as a missing run would unbalance its block. `options` as
-    for `experiments.run_design`."""
-    return paired.run(points, settings, root, **options)
+    """Train (or load) the design over the profile's blocks into `root` (default: the profile's run
+    store), each run with its own seed (`run_seeds`); a failed run is an error, as a missing run would
+    unbalance its block. `options` as for `experiments.execute`."""
+    seeded = run_seeds(points, settings)
+    where = Path(settings.runs_dir() if root is None else root).resolve()
+    result = collect(seeded, execute([c for _, c in seeded], where, **options), where)
+    if len(result.failures):
+        failed = result.failures[["label", "seed", "error"]].to_string(index=False)
+        raise RuntimeError(f"{len(result.failures)} runs of the screen failed:\n{failed}")
+    return result
+
+
+def stored_effects(profile: str, root: str | Path | None = None) -> pd.DataFrame | None:
+    """The screen's main effects (`main_effects`) under `profile` when every run of its design is in
+    the store `root` (default: the profile's) and current; None otherwise. Nothing is trained: the
+    leave-one-out (`studies.ablations`) reads which tricks to confirm from it."""
+    chosen = settings(profile)
+    seeded = run_seeds(design(chosen), chosen)
+    where = Path(chosen.runs_dir() if root is None else root).resolve()
+    if not all(is_current(run_dir(config, where)) for _, config in seeded):
+        return None
+    loaded = {config.key(): Outcome(config.key(), "loaded") for _, config in seeded}
+    return main_effects(scores(collect(seeded, loaded, where)))
 
 
 def scores(
     result: SweepResult, score: Score = HEADLINE, factors: Sequence[str] = tuple(FACTORS)
 ) -> pd.DataFrame:
-    """A row per run: `run` (its label), `seed` (its block), a bool column per factor, `score`
+    """A row per run: `run` (its label), `seed` (its block), `run_seed` (the seed it trained with),
+    a bool column per factor, `score`
     (`score.of` the run's metrics: NaN where the run did not log the score's metric, which
     `main_effects` refuses) and `start` (the metric at the first evaluation, before any update)."""
     names = list(factors)
@@ -90,10 +132,10 @@ def scores(
     for (label, seed), metrics in result.metrics.groupby(["label", "seed"], sort=False):
         first = metrics.iloc[0]
         values = {f: bool(first[f]) for f in names}
-        rows.append(
-            {"run": label, "seed": seed, **values, "score": score.of(metrics), "start": score.start(metrics)}
-        )
-    scored = pd.DataFrame(rows, columns=["run", "seed", *names, "score", "start"])
+        block = int(seed) // SEED_STRIDE
+        scored_run = {"score": score.of(metrics), "start": score.start(metrics)}
+        rows.append({"run": label, "seed": block, factorial.RUN_SEED: seed, **values, **scored_run})
+    scored = pd.DataFrame(rows, columns=["run", "seed", factorial.RUN_SEED, *names, "score", "start"])
     return scored.astype({f: bool for f in names})
 
 
@@ -141,11 +183,11 @@ def figure(table: pd.DataFrame, score: Score = HEADLINE, setting: str = "") -> p
         ax.axvline(x, color="k", lw=0.8, ls=":")
     ax.set_yticks(y, list(rows["factor"]))
     ax.set_xlabel("main effect: mean score with the factor on minus off (95% t-interval)")
-    runs, blocks = int(table["runs"].max()), int(table["seeds"].max())
+    runs, blocks, seeds = (int(table[c].max()) for c in ("runs", "blocks", "seeds"))
     variance = f"{table['variance'].iloc[0]}, {int(table['df'].iloc[0])} df"
     ax.set_title(
-        f"factorial screen (resolution IV){'; ' + setting if setting else ''}: {runs} runs in {blocks} seed "
-        f"block(s) of {runs // max(blocks, 1)}\nscore: {score.caption()}\n"
+        f"factorial screen (resolution IV){'; ' + setting if setting else ''}: {runs} runs in {blocks} "
+        f"block(s) of {runs // max(blocks, 1)}, {seeds} seeds\nscore: {score.caption()}\n"
         f"variance of the intervals: {variance}; grey: ± MDE (power 0.8); dotted: ± margin {margin:.3g}",
         fontsize=9,
     )

@@ -3,6 +3,7 @@ score per run from the run logs, the main effects, alias table and figure on syn
 smoke run of the whole study through the run store."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,8 @@ def test_the_factors_are_the_tricks_and_group_reward_normalization():
 
 def test_settings_under_each_profile():
     full = screen.settings("full")
-    assert full.seeds == screen.FULL.seeds and full.steps == screen.FULL.steps and full.eval_every == 10
+    assert full.seeds == screen.FULL.seeds and full.steps == screen.FULL.steps and full.eval_every == 5
+    assert full.eval_start == full.steps // 2  # validated only where the headline score reads
     smoke = screen.settings("smoke")
     assert smoke.seeds == (0,) and smoke.steps == screen.SMOKE_STEPS
     assert screen.settings("smoke", seeds=[3, 4], steps=2).seeds == (3, 4)
@@ -56,13 +58,15 @@ def test_the_aliases_of_the_screen():
     assert (table["kind"] == "2FI chain").sum() == 15
 
 
-def synthetic_result(effect: float, seeds=(0, 1, 2), metric: str = "val/accuracy") -> SweepResult:
-    """Run logs of the smoke design in which adv_clip adds `effect` to validation accuracy: steps
-    0-4, validation at 0 (0.3, before any update), 2 and 4 (the score's window)."""
+def synthetic_result(effect: float, blocks=(0, 1, 2), metric: str = "val/accuracy") -> SweepResult:
+    """Run logs of the smoke design in blocks, each run with its own seed (`screen.run_seeds`), in
+    which adv_clip adds `effect` to validation accuracy: steps 0-4, validation at 0 (0.3, before any
+    update), 2 and 4 (the score's window)."""
     rng = np.random.default_rng(0)
     rows = []
-    for point in screen.design(screen.settings("smoke")):
-        for seed in seeds:
+    settings = replace(screen.settings("smoke"), seeds=tuple(blocks))
+    for point, config in screen.run_seeds(screen.design(settings), settings):
+        for seed in (config.seed,):
             level = 0.4 + effect * point.values["adv_clip"] + 0.01 * rng.standard_normal()
             for step in range(5):
                 value = (0.3 if step == 0 else level) if step % 2 == 0 else math.nan
@@ -75,12 +79,16 @@ def synthetic_result(effect: float, seeds=(0, 1, 2), metric: str = "val/accuracy
 
 def test_scores_main_effects_report_and_figure_on_synthetic_runs():
     scored = screen.scores(synthetic_result(0.2), GREEDY)
-    assert list(scored.columns) == ["run", "seed", *screen.FACTORS, "score", "start"] and len(scored) == 96
+    assert list(scored.columns) == ["run", "seed", "run_seed", *screen.FACTORS, "score", "start"]
+    assert (
+        len(scored) == 96 and sorted(set(scored["seed"])) == [0, 1, 2] and scored["run_seed"].nunique() == 96
+    )
     assert (scored["start"] == 0.3).all()
     assert all(scored[f].dtype == bool for f in screen.FACTORS) and scored["score"].notna().all()
     table = screen.main_effects(scored).set_index("factor")
     assert table.loc["adv_clip", "effect"] == pytest.approx(0.2, abs=0.02)
-    assert table.loc["adv_clip", "verdict"] == "better" and (table["seeds"] == 3).all()
+    assert table.loc["adv_clip", "verdict"] == "better" and (table["seeds"] == 96).all()
+    assert (table["blocks"] == 3).all()
     assert (table["runs"] == 96).all() and (table["variance"] == "pooled interaction columns").all()
     # the margin: MARGIN_OF_GAIN of what the runs learn, 0.4 + 0.2 / 2 - 0.3 on average
     assert table["gain"].iloc[0] == pytest.approx(0.2, abs=0.01)
@@ -90,7 +98,7 @@ def test_scores_main_effects_report_and_figure_on_synthetic_runs():
     assert "adv_clip" in text and "chain 15" in text
     fig = screen.figure(table.reset_index(), GREEDY, setting="4 steps")
     title = fig.axes[0].get_title()
-    assert "96 runs in 3 seed block(s) of 32" in title and GREEDY.caption() in title
+    assert "96 runs in 3 block(s) of 32, 96 seeds" in title and GREEDY.caption() in title
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list(screen.FACTORS)[::-1]
 
 
@@ -122,7 +130,7 @@ def test_a_smoke_screen_of_four_factors_end_to_end(embedded_worked_path, tmp_pat
     assert list(table["factor"]) == list(factors)
     assert (table["variance"] == "pooled interaction columns").all() and (table["df"] == 8 - 1 - 4).all()
     assert table[["effect", "ci_low", "ci_high", "mde"]].notna().all().all()
-    assert (table["verdict"] == "too few seeds").all()  # one seed block decides nothing
+    assert (table["seeds"] == 8).all() and (table["verdict"] != "too few seeds").all()  # a seed per run
     assert "chain 1" in screen.report(table, factors)
     screen.figure(table, GREEDY, setting=f"{settings.steps} steps")
     again = screen.run(points, settings, root=tmp_path, progress=False)  # the store loads every run

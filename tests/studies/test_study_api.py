@@ -23,6 +23,7 @@ from grpo_lab.studies import (
     kl_estimators,
     paired,
     schemes,
+    screen,
     sensitivity,
     verdicts,
     your_task,
@@ -128,9 +129,13 @@ def changed(config, reference) -> dict:
     return {k: v for k, v in a.items() if v != b[k]}
 
 
-def test_the_ablation_design_holds_components_conflicts_and_the_leave_one_out():
+def test_the_ablation_design_holds_components_conflicts_and_the_leave_one_out(monkeypatch):
+    monkeypatch.setattr(screen, "stored_effects", lambda profile: None)  # the screen not yet run
     settings = ablations.settings("full")
-    design = {p.label: p for p in ablations.design(settings)}
+    assert [p.label for p in ablations.trick_points(settings)] == [ablations.ALL_ON]
+    assert len(ablations.allowance(settings)) == ablations.CONFIRM * len(settings.seeds)
+    design = {p.label: p for p in ablations.trick_points(settings, list(TRICKS))}
+    design |= {p.label: p for p in ablations.design(settings)}
     reference = base(settings)
     assert design["grpo"].config == reference and reference.advantage == "grpo"  # group normalization
     for name, changes in ablations.VARIANTS.items():
@@ -151,6 +156,25 @@ def test_the_ablation_design_holds_components_conflicts_and_the_leave_one_out():
         "conflicts": len(ablations.CONFLICTS),
         "tricks": 1 + ablations.SMOKE_TRICKS,
     }
+
+
+def test_the_leave_one_out_confirms_the_largest_active_tricks_of_the_screen(monkeypatch):
+    names = list(TRICKS)
+    effects = pd.DataFrame(
+        {
+            "factor": [*names[:6], "group_reward_norm"],
+            "effect": [0.05, -0.09, 0.001, 0.03, -0.02, 0.07, 0.2],
+            "verdict": ["better", "worse", "no difference > margin", "better", "worse", "undecided"]
+            + ["better"],
+        }
+    )
+    assert ablations.confirmed(effects) == [names[1], names[0], names[3], names[4]]
+    assert ablations.confirmed(None) == []
+    monkeypatch.setattr(screen, "stored_effects", lambda profile: effects)
+    settings = ablations.settings("full")
+    labels = [p.label for p in ablations.trick_points(settings)]
+    assert labels == [ablations.ALL_ON, *(f"-{t}" for t in names if t in ablations.confirmed(effects))]
+    assert ablations.allowance(settings) == []
 
 
 def fake_result(failed: set[tuple[str, int]], nan_loss: set[tuple[str, int]] = frozenset()) -> SweepResult:
