@@ -214,16 +214,17 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(f"{STUDIES}.{name}")
 
 
-def study_runs(name: str, profile: str) -> list[Config]:
+def study_runs(name: str, profile: str, store: Path | None = None) -> list[Config]:
     """Every run of a study module's design under `profile`: its `design(settings(profile))` over
-    the settings' seeds, or the module's `runs(design, settings)` where it seeds its runs itself (the
-    screen). A study with several settings (`claims`, `verdicts`) returns a dict of settings and a
-    dict of designs with the same keys."""
+    the settings' seeds, or the module's `runs(design, settings, store)` where it chooses its runs
+    itself (the screen seeds each run; the schemes follow the sequential rule over what `store`
+    holds, None: an empty store). A study with several settings (`claims`, `verdicts`) returns a
+    dict of settings and a dict of designs with the same keys."""
     module = _module(name)
     settings = module.settings(profile)
     designs = module.design(settings)
     if hasattr(module, "runs"):  # a study that seeds its runs itself (the screen: a seed per run)
-        return list(module.runs(designs, settings))
+        return list(module.runs(designs, settings, store))
     pairs = (
         [(designs[k], settings[k]) for k in settings] if isinstance(settings, dict) else [(designs, settings)]
     )
@@ -263,7 +264,7 @@ def plan(
         names.append(path.stem)
         shared[path.stem] = 0
         for name in notebook_studies(path):
-            for config in study_runs(name, profile):
+            for config in study_runs(name, profile, None if from_empty else store):
                 where = run_dir(config, store)
                 if where in runs:
                     shared[path.stem] += runs[where].notebook != path.stem

@@ -15,12 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import plots, verdicts
-from grpo_lab.experiments import SweepResult
+from grpo_lab.analysis import plots, sequential, verdicts
+from grpo_lab.analysis.power import MIN_SEEDS
+from grpo_lab.analysis.scores import HEADLINE
+from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult, execute
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.store import is_current, run_dir
+from grpo_lab.experiments.sweeps import collect
 from grpo_lab.profiles import Budget, Profile
+from grpo_lab.runlog import read_metrics
 from grpo_lab.studies import paired
 from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import for_profile
@@ -30,6 +38,10 @@ SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo"
 REFERENCE = "grpo"
 SMOKE_SCHEMES = 2
 """the smoke profile compares the first this many schemes"""
+LOOK_BLOCK = 3
+"""seeds added between two looks of the sequential rule"""
+MIN_MARGIN = 1e-9
+"""the sequential rule's margin when the reference learned nothing (its gain is 0 or less)"""
 FULL = Budget(seeds=tuple(range(9)), steps=60, eval_every=5, scored_tail=True)
 """under the full profile: up to 9 paired seeds of 60 steps, validated every 5 steps in the scored
 tail: the score pilot's sd of the headline score puts a scheme comparison's MDE within 0.15 of grpo's
@@ -68,13 +80,100 @@ def design(settings: Profile, schemes: Sequence[str] | None = None, **changes: A
     return [Point(name, {"arm": name}, base(settings, name, **changes)) for name in schemes]
 
 
+def looks(settings: Profile) -> tuple[int, ...]:
+    """The seed counts at which the sequential rule looks at every comparison: every `LOOK_BLOCK`
+    seeds from `power.MIN_SEEDS` up to the profile's seeds (the cap), under the full profile; one
+    look at all of them otherwise (the smoke profile's two seeds decide nothing anyway)."""
+    cap = len(settings.seeds)
+    if settings.name != "full" or cap < MIN_SEEDS:
+        return (cap,)
+    return sequential.Plan(margin=1.0, min_seeds=MIN_SEEDS, block=LOOK_BLOCK, max_seeds=cap).looks()
+
+
+def sequential_seeds(
+    points: Sequence[Point], settings: Profile, root: str | Path | None
+) -> tuple[dict[str, tuple[int, ...]], frozenset[str]]:
+    """Arm label -> the seeds the sequential rule has it train so far, and the arms it has not
+    decided yet. Look by look (`looks`), every arm not yet decided (and the reference, while any is)
+    takes the look's seeds; at a look whose runs are all current in the store `root` (None: an empty
+    store), each such arm's paired differences in the headline score are judged by
+    `analysis.sequential.decide` against `MARGIN_OF_GAIN` x the reference's gain, and a decided arm
+    (better, worse, no difference) takes no more seeds. The seeds stop at the first look whose runs
+    are not all stored: its undecided arms may take more at later looks. No arm is open once the
+    last look is stored."""
+    labels = [p.label for p in points]
+    configs = {p.label: p.config for p in points}
+    seeds, planned = settings.seeds, looks(settings)
+    chosen: dict[str, tuple[int, ...]] = {label: () for label in labels}
+    active = set(labels) - {REFERENCE}
+    for n in planned:
+        for label in active | {REFERENCE}:
+            chosen[label] = seeds[:n]
+        found = {
+            (label, seed): _stored_score(configs[label].replace(seed=seed), root)
+            for label in active | {REFERENCE}
+            for seed in seeds[:n]
+        }
+        if any(score is None for score in found.values()):
+            return chosen, frozenset(active)
+        if n == planned[-1]:
+            break
+        reference = [found[(REFERENCE, seed)] for seed in seeds[:n]]
+        margin = MARGIN_OF_GAIN * float(np.mean([score - start for score, start in reference]))
+        # a reference that learned nothing leaves no margin: then no arm is called "no difference"
+        margin = max(margin, MIN_MARGIN)
+        rule = sequential.Plan(margin=margin, min_seeds=MIN_SEEDS, block=LOOK_BLOCK, max_seeds=len(seeds))
+        for label in sorted(active):
+            differences = [found[(label, s)][0] - found[(REFERENCE, s)][0] for s in seeds[:n]]
+            if sequential.decide(rule, differences).decision != sequential.CONTINUE:
+                active.discard(label)
+        if not active:
+            break
+    return chosen, frozenset()
+
+
+def _stored_score(config: Config, root: str | Path | None) -> tuple[float, float] | None:
+    """(headline score, its start) of the current run of `config` in the store `root`; None when
+    it is not there (or `root` is None, an empty store)."""
+    if root is None or not is_current(run_dir(config, root)):
+        return None
+    metrics = read_metrics(run_dir(config, root))
+    return HEADLINE.of(metrics), HEADLINE.start(metrics)
+
+
+def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
+    """The runs the design needs (what `grpo-lab plan` counts): the sequential rule's seeds so far
+    (`sequential_seeds`, against the store `root`; None: an empty one) and, while it has not
+    decided, every remaining seed of the arms still undecided: an upper bound until it stops."""
+    chosen, open_arms = sequential_seeds(points, settings, root)
+    if open_arms:
+        for label in (*open_arms, REFERENCE):
+            chosen[label] = settings.seeds
+    return [p.config.replace(seed=seed) for p in points for seed in chosen[p.label]]
+
+
 def run(
     points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
 ) -> SweepResult:
-    """Train (or load) the design over the profile's seeds into `root` (default: the profile's run
-    store); a failed run is an error (a verdict needs every arm). `options` as for
-    `experiments.run_design`."""
-    return paired.run(points, settings, root, **options)
+    """Train (or load) the design into `root` (default: the profile's run store), look by look
+    under the sequential rule (`sequential_seeds`): each look's runs are trained, then the decided
+    arms stop. A failed run is an error (a verdict needs every arm). `options` as for
+    `experiments.execute`. The result holds the runs the rule used, so each verdict row counts the
+    seeds it took."""
+    where = Path(settings.runs_dir() if root is None else root).resolve()
+    while True:
+        chosen, open_arms = sequential_seeds(points, settings, where)
+        seeded = [(p, p.config.replace(seed=seed)) for p in points for seed in chosen[p.label]]
+        result = collect(seeded, execute([c for _, c in seeded], where, **options), where)
+        if len(result.failures):
+            failed = result.failures[["label", "seed", "error"]].to_string(index=False)
+            raise RuntimeError(f"{len(result.failures)} runs failed:\n{failed}")
+        if not open_arms:
+            return result
+        if result.counts()["trained"] == 0:
+            raise RuntimeError(
+                f"the store {where} does not hold the runs of this look as current; see grpo-lab plan"
+            )
 
 
 def scores(result: SweepResult) -> pd.DataFrame:

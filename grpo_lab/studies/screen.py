@@ -81,8 +81,9 @@ def run_seeds(points: Sequence[Point], settings: Profile) -> list[tuple[Point, C
     return [(p, p.config.replace(seed=SEED_STRIDE * b + i)) for b in blocks for i, p in enumerate(points)]
 
 
-def runs(points: Sequence[Point], settings: Profile) -> list[Config]:
-    """The configs the design trains (what `grpo-lab plan` counts)."""
+def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
+    """The configs the design trains (what `grpo-lab plan` counts; `root`, the store, is part of the
+    studies' common signature: the screen's runs do not depend on what is stored)."""
     return [config for _, config in run_seeds(points, settings)]
 
 

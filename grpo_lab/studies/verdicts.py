@@ -16,6 +16,7 @@ import pandas as pd
 
 from grpo_lab.analysis import verdicts
 from grpo_lab.analysis.plots import project_root
+from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Profile
@@ -46,12 +47,26 @@ def design(settings: Mapping[str, Profile]) -> dict[str, list[Point]]:
     }
 
 
+def runs(
+    designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], root: str | Path | None = None
+) -> list[Config]:
+    """The runs both designs need (what `grpo-lab plan` counts): the schemes' under the sequential
+    rule (`schemes.runs`, against the store `root`; None: an empty one), the leave-one-out's over
+    its seeds."""
+    tricks = [p.config.replace(seed=seed) for p in designs["tricks"] for seed in settings["tricks"].seeds]
+    return [*schemes.runs(designs["schemes"], settings["schemes"], root), *tricks]
+
+
 def run(
     designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], **options: Any
 ) -> dict[str, SweepResult]:
-    """Train (or load) each design over its profile's seeds in its run store; a failed run is an
-    error (a verdict needs every arm). `options` as for `experiments.run_design`."""
-    return {name: paired.run(designs[name], settings[name], **options) for name in DESIGNS}
+    """Train (or load) each design in its run store: the schemes look by look under the sequential
+    rule (`schemes.run`), the leave-one-out over its seeds; a failed run is an error (a verdict
+    needs every arm). `options` as for `experiments.execute`."""
+    return {
+        "schemes": schemes.run(designs["schemes"], settings["schemes"], **options),
+        "tricks": paired.run(designs["tricks"], settings["tricks"], **options),
+    }
 
 
 def scores(results: Mapping[str, SweepResult]) -> pd.DataFrame:

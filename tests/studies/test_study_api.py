@@ -220,8 +220,10 @@ def test_only_a_conflict_may_fail(monkeypatch):
     monkeypatch.setattr(paired, "run_design", lambda *a, **k: fake_result({("grpo", 1)}))
     with pytest.raises(RuntimeError, match="1 runs failed"):
         ablations.run([], settings)
+    monkeypatch.setattr(schemes, "execute", lambda *a, **k: {})
+    monkeypatch.setattr(schemes, "collect", lambda *a, **k: fake_result({("grpo", 1)}))
     with pytest.raises(RuntimeError, match="1 runs failed"):
-        schemes.run([], settings)
+        schemes.run(schemes.design(schemes.settings("smoke")), settings)
 
 
 def test_your_task_designs_the_example_task_by_default():
