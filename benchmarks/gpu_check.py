@@ -21,7 +21,7 @@ import time
 
 import torch
 
-import grpo_lab.trainer
+import grpo_lab.training.trainer
 from grpo_lab import preset
 from grpo_lab.bench import StepClock, step_seconds
 from grpo_lab.models.loading import load_policy
@@ -61,10 +61,11 @@ def measure(model: str, args: argparse.Namespace, device: str) -> dict:
         torch.cuda.reset_peak_memory_stats()
     clock = StepClock(total)
     start = time.perf_counter()
-    metrics = grpo_lab.trainer.train(config, callbacks=[clock])
+    metrics = grpo_lab.training.trainer.train(config, callbacks=[clock])
     wall = time.perf_counter() - start
     if args.activation_checkpointing and model not in CHECKPOINTED:
-        raise RuntimeError("the trainer no longer loads its model through grpo_lab.trainer.load_policy: "
+        raise RuntimeError("the trainer no longer loads its model through "
+                           "grpo_lab.training.trainer.load_policy: "
                            "activation checkpointing could not be switched on")  # fmt: skip
     steps = metrics.dropna(subset=["reward"]).iloc[1:]
     step_s = statistics.median(step_seconds(clock.stamps, 0))
@@ -108,7 +109,7 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls outside autocast
         torch.backends.cudnn.allow_tf32 = True
     if args.activation_checkpointing:
-        grpo_lab.trainer.load_policy = with_activation_checkpointing
+        grpo_lab.training.trainer.load_policy = with_activation_checkpointing
     models = ([] if args.skip_embedded else ["embedded"]) + ([args.model_path] if args.model_path else [])
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     cuda = args.device == "cuda"

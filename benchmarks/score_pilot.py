@@ -48,7 +48,7 @@ def train_one(
 
     from grpo_lab.evaluation import evaluate, sampled_correct, sampling_seed
     from grpo_lab.studies.base import base
-    from grpo_lab.trainer import Trainer
+    from grpo_lab.training.trainer import Trainer
 
     torch.set_num_threads(1)
     name, changes = ARMS[arm]

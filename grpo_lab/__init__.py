@@ -11,12 +11,12 @@ from grpo_lab.presets import PRESETS, preset, preset_diff
 from grpo_lab.runlog import read_metrics, read_summary
 
 LAZY = {"Trainer", "train"}
-"""the public names of `grpo_lab.trainer`, imported when first asked for"""
+"""the public names of `grpo_lab.training.trainer`, imported when first asked for"""
 
 
 def __getattr__(name: str) -> Any:
     if name in LAZY:
-        from grpo_lab import trainer
+        from grpo_lab.training import trainer
 
         return getattr(trainer, name)
     raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")

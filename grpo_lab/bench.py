@@ -1,7 +1,7 @@
 """`grpo-lab bench`: the cost of one GRPO step, measured side by side in one process on the same
 model, prompts, group size, completion length and number of updates.
 
-- grpo_lab: the real trainer (`grpo_lab.trainer.train`) on a `grpo` config;
+- grpo_lab: the real trainer (`grpo_lab.training.trainer.train`) on a `grpo` config;
 - TRL: `GRPOTrainer` with its fastest settings for that work (no gradient checkpointing, no vLLM,
   one generation and one update per step, the same beta and loss type), when trl is installed;
 - the bare bound: a plain KV-cached sampling loop through the transformers model plus one forward
@@ -145,7 +145,7 @@ class StepClock:
 
 def run_grpo_lab(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dict:
     """Steps of the real trainer: their times and the trainer's own phase breakdown (medians)."""
-    from grpo_lab.trainer import train
+    from grpo_lab.training.trainer import train
 
     total = steps + warmup + 1
     clock = StepClock(total)
@@ -439,7 +439,7 @@ def study_step(rounds: int = 3, steps: int = 6, warmup: int = 1, threads: int = 
     torch threads (the median time between consecutive step ends after `warmup` steps; validation
     is never inside it). Returns both medians, their ratio and the phase medians."""
     from grpo_lab.studies.base import base
-    from grpo_lab.trainer import train
+    from grpo_lab.training.trainer import train
 
     if steps < 2 or rounds < 1 or warmup < 0:
         raise ValueError(f"need steps >= 2, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")

@@ -15,7 +15,7 @@ def _train(args: argparse.Namespace) -> int:
     from grpo_lab.experiments.store import run_dir
     from grpo_lab.presets import preset
     from grpo_lab.runlog import read_summary
-    from grpo_lab.trainer import train
+    from grpo_lab.training.trainer import train
 
     overrides = dict(parse_override(s) for s in args.set)
     given = {k: v for k, v in (("steps", args.steps), ("seed", args.seed)) if v is not None}

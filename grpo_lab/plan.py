@@ -388,7 +388,7 @@ def calibrate(path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS) -> dict[
     from grpo_lab.experiments.execution import prebuild
     from grpo_lab.studies.base import base
     from grpo_lab.threads import torch_threads
-    from grpo_lab.trainer import Trainer
+    from grpo_lab.training.trainer import Trainer
 
     if steps < 3:
         raise ValueError(f"the calibration needs at least 3 steps (warm-up, validation at 2), got {steps}")

@@ -18,7 +18,7 @@ from grpo_lab import objective
 from grpo_lab.config import Config
 from grpo_lab.profiles import Profile
 from grpo_lab.studies.base import base
-from grpo_lab.trainer import Trainer
+from grpo_lab.training.trainer import Trainer
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Live tracking: callbacks the trainer calls with every logged row (`on_step(step, row)`) and, at the
-end, with the run's summary (`on_end(summary)`), see `grpo_lab.trainer.Callback`.
+end, with the run's summary (`on_end(summary)`), see `grpo_lab.training.trainer.Callback`.
 
 Watch one run with `train(config, callbacks=[TensorBoardCallback("runs/tb/demo")])`; give every run
 of a sweep its own TensorBoard log with `sweep(..., callbacks_factory=tensorboard_callbacks)`, then

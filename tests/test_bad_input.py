@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from grpo_lab import objective, rollout, trainer
+from grpo_lab import objective
 from grpo_lab.cli import main
 from grpo_lab.config import Config, field_names, parse_override
 from grpo_lab.models.loading import load_policy
@@ -23,7 +23,8 @@ from grpo_lab.rewards import score
 from grpo_lab.runlog import METRICS, SUMMARY, read_jsonl
 from grpo_lab.tasks import TASKS, make_task
 from grpo_lab.tasks.base import Example, Task
-from grpo_lab.trainer import train
+from grpo_lab.training import rollout, trainer
+from grpo_lab.training.trainer import train
 from grpo_lab.tricks import KL_SCHEDULES, KL_TOKEN_WEIGHTS
 
 TINY = dict(

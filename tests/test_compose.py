@@ -3,7 +3,7 @@
 import torch
 
 from grpo_lab import preset
-from grpo_lab.compose import Objective
+from grpo_lab.training.compose import Objective
 
 
 def scheme_b_advantages(kl_coef: float, rewards: torch.Tensor) -> torch.Tensor:

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from grpo_lab import faults
 from grpo_lab.rewards import score
 from grpo_lab.tasks.hacking import HACKING_REWARDS, format_strict, length_bonus, verbose
+from grpo_lab.training import faults
 
 G, B, T = 4, 6, 5
 N = G * B

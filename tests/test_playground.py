@@ -6,7 +6,7 @@ import pytest
 
 from grpo_lab import profiles
 from grpo_lab.playground import KL_COEF_KEY, PLAYGROUND_STEPS, Playground, changes_by_step, controls, embedded
-from grpo_lab.trainer import LIVE_FIELDS, Trainer
+from grpo_lab.training.trainer import LIVE_FIELDS, Trainer
 
 
 @pytest.fixture

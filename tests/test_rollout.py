@@ -3,7 +3,7 @@
 import torch
 
 from grpo_lab.models.sampler import Rollout
-from grpo_lab.rollout import Scored
+from grpo_lab.training.rollout import Scored
 
 
 def scored(rewards: list[float], sizes: list[int]) -> Scored:

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from grpo_lab.rollout import Growth
-from grpo_lab.step_metrics import group_stats, growth_stats, reward_function_stats
+from grpo_lab.training.rollout import Growth
+from grpo_lab.training.step_metrics import group_stats, growth_stats, reward_function_stats
 
 
 def test_group_stats_on_ragged_groups():

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_lab import preset, train, trainer
+from grpo_lab import preset, train
 from grpo_lab.runlog import read_jsonl, read_metrics, read_summary
+from grpo_lab.training import trainer
 
 TIME = [c for c in ("time/step_s", "time/sample_s", "time/train_s")]
 
@@ -116,7 +117,7 @@ def test_run_directory_contents(tiny, tmp_path):
 
 def test_reference_not_built_without_kl(tiny, monkeypatch):
     """No reference forward at all when nothing uses it."""
-    import grpo_lab.trainer as trainer
+    import grpo_lab.training.trainer as trainer
 
     calls = []
     original = trainer.fixed_logprobs

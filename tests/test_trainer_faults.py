@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from grpo_lab import train
-from grpo_lab.compose import Objective
+from grpo_lab.training.compose import Objective
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import torch
 
 from grpo_lab import Trainer, train
 from grpo_lab.models.loading import load_policy
-from grpo_lab.trainer import EVENTS, LIVE_FIELDS
+from grpo_lab.training.trainer import EVENTS, LIVE_FIELDS
 
 
 @pytest.fixture

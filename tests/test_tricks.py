@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_lab import preset, train, trainer
+from grpo_lab import preset, train
 from grpo_lab.experiments.designs import ablation_points
 from grpo_lab.presets import PRESETS, TRICKS
 from grpo_lab.tasks import make_task
+from grpo_lab.training import trainer
 from grpo_lab.tricks import (
     KL_TOKEN_WEIGHTS,
     EntropyController,

@@ -156,7 +156,7 @@ def _executor() -> ProcessPoolExecutor:
     context: BaseContext
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["grpo_lab.trainer"])
+        context.set_forkserver_preload(["grpo_lab.training.trainer"])
     else:
         context = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(

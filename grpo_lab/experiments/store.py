@@ -77,7 +77,7 @@ def ensure(
     Training errors propagate. The run is trained under a lock on its directory: two processes that
     ask for the same run at once (two notebooks on one store, say) train it once, and the second
     loads it."""
-    from grpo_lab.trainer import train
+    from grpo_lab.training.trainer import train
 
     path = run_dir(config, root)
     if is_current(path):

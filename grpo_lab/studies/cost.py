@@ -36,7 +36,7 @@ from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics, seal, write_json_atomic
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.threads import torch_threads
-from grpo_lab.trainer import train
+from grpo_lab.training.trainer import train
 
 BASELINE = "grpo"
 SCHEMES = (

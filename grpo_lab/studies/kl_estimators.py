@@ -36,7 +36,6 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from grpo_lab import checkpoint
 from grpo_lab.analysis.stats import curve, mean_interval
 from grpo_lab.config import Config
 from grpo_lab.evaluation import encode_prompts
@@ -51,6 +50,7 @@ from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_config
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
+from grpo_lab.training import checkpoint
 
 FULL = Budget(seeds=(0, 1, 2), steps=100)
 """under the full profile: 3 seeds of 100 steps, validated only before the first and after the last

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "grpo_lab" / "analysis"
-FORBIDDEN = ("trainer", "models", "experiments", "studies", "evaluation", "checkpoint")
+FORBIDDEN = ("training", "models", "experiments", "studies", "evaluation")
 """subpackages and modules of grpo_lab that train, sample or load a model"""
 
 
@@ -38,8 +38,8 @@ def forbidden(names: set[str]) -> list[str]:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("import grpo_lab.trainer", ["grpo_lab.trainer"]),
-        ("from grpo_lab import trainer, runlog", ["grpo_lab.trainer"]),
+        ("import grpo_lab.training.trainer", ["grpo_lab.training.trainer"]),
+        ("from grpo_lab import training, runlog", ["grpo_lab.training"]),
         (
             "from grpo_lab.models.loading import load_policy",
             ["grpo_lab.models.loading", "grpo_lab.models.loading.load_policy"],
@@ -68,9 +68,9 @@ def test_reading_run_logs_loads_neither_the_trainer_nor_a_model_library(module):
     loaded the trainer or transformers, and `grpo_lab.Trainer` still loads when asked for."""
     code = (
         f"import sys, {module}\n"
-        "loaded = [m for m in ('transformers', 'grpo_lab.trainer') if m in sys.modules]\n"
+        "loaded = [m for m in ('transformers', 'grpo_lab.training.trainer') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "import grpo_lab\n"
-        "assert grpo_lab.Trainer.__module__ == 'grpo_lab.trainer' and callable(grpo_lab.train)\n"
+        "assert grpo_lab.Trainer.__module__ == 'grpo_lab.training.trainer' and callable(grpo_lab.train)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

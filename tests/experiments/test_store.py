@@ -13,7 +13,8 @@ RACER = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from grpo_lab import Config, trainer
+    from grpo_lab import Config
+    from grpo_lab.training import trainer
     from grpo_lab.experiments import store
 
     root, log, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])

@@ -5,12 +5,12 @@ group size."""
 import pytest
 import torch
 
-from grpo_lab.compose import Objective, StepTensors
 from grpo_lab.config import Config
 from grpo_lab.objective import AGGREGATIONS, BatchTotals
 from grpo_lab.objective.advantages import ADVANTAGES, token_advantages
 from grpo_lab.objective.groups import group_sizes, padded, prompt_balance, unpadded
 from grpo_lab.objective.seq_weights import SEQ_WEIGHTS
+from grpo_lab.training.compose import Objective, StepTensors
 
 E = 1e-6
 SIZES = torch.tensor([3, 1, 4, 2])

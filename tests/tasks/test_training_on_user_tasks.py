@@ -15,7 +15,7 @@ from grpo_lab.presets import preset
 from grpo_lab.rewards import score
 from grpo_lab.runlog import read_config, read_metrics
 from grpo_lab.tasks import make_task
-from grpo_lab.trainer import train
+from grpo_lab.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "your_task.jsonl"

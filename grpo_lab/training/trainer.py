@@ -19,9 +19,18 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from grpo_lab import checkpoint
 from grpo_lab.analysis.diagnostics import diagnose
-from grpo_lab.compose import (
+from grpo_lab.config import Config, field_names
+from grpo_lab.models.evaluation import evaluate, sampled_correct, sampling_seed
+from grpo_lab.models.loading import load_policy
+from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
+from grpo_lab.models.sampler import Rollout
+from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
+from grpo_lab.objective.groups import Groups
+from grpo_lab.runlog import RunWriter, environment, read_jsonl, read_metrics, write_text_atomic
+from grpo_lab.tasks import Task, make_task
+from grpo_lab.training import checkpoint
+from grpo_lab.training.compose import (
     FixedLogprobs,
     Objective,
     StepTensors,
@@ -29,19 +38,10 @@ from grpo_lab.compose import (
     kl_controller,
     kl_schedule_params,
 )
-from grpo_lab.config import Config, field_names
-from grpo_lab.devices import autocast, peak_memory_mb, pick_device
-from grpo_lab.faults import Sampler
-from grpo_lab.models.evaluation import evaluate, sampled_correct, sampling_seed
-from grpo_lab.models.loading import load_policy
-from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
-from grpo_lab.models.sampler import Rollout
-from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
-from grpo_lab.objective.groups import Groups
-from grpo_lab.rollout import Batch, Sampling, sample_batch, token_credit
-from grpo_lab.runlog import RunWriter, environment, read_jsonl, read_metrics, write_text_atomic
-from grpo_lab.step_metrics import gradient_cosines, loss_components, sampling_metrics
-from grpo_lab.tasks import Task, make_task
+from grpo_lab.training.devices import autocast, peak_memory_mb, pick_device
+from grpo_lab.training.faults import Sampler
+from grpo_lab.training.rollout import Batch, Sampling, sample_batch, token_credit
+from grpo_lab.training.step_metrics import gradient_cosines, loss_components, sampling_metrics
 from grpo_lab.tricks import LearnableTemperature
 
 

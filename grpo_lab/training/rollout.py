@@ -10,13 +10,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_lab import faults
 from grpo_lab.config import Config
-from grpo_lab.devices import autocast
 from grpo_lab.models.sampler import Rollout, concat, decode, encode_prompts, sample
 from grpo_lab.objective.groups import Groups
 from grpo_lab.rewards import score
 from grpo_lab.tasks import Task
+from grpo_lab.training import faults
+from grpo_lab.training.devices import autocast
 from grpo_lab.tricks import group_temperatures, still_uniform, uniform_groups
 
 
