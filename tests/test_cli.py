@@ -185,12 +185,12 @@ def test_train_help_points_to_fields(capsys):
     assert "grpo-lab fields" in capsys.readouterr().out
 
 
-def test_plan_json_gives_the_four_counts_per_notebook_and_in_total(capsys):
+def test_plan_json_gives_the_counts_per_notebook_and_in_total(capsys):
     assert main(["plan", "--profile", "smoke", "--only", "01", "03", "--json"]) == 0
     counts = json.loads(capsys.readouterr().out)
     assert list(counts) == ["01_baseline", "03_schemes", "total"]
     for row in counts.values():
-        assert set(row) == {"runs", "stored", "to_train", "core_hours"}
+        assert set(row) == {"runs", "stored", "to_train", "core_hours", "stale", "torn", "allowance"}
         assert row["runs"] == row["stored"] + row["to_train"]
     assert counts["total"]["runs"] == counts["01_baseline"]["runs"] + counts["03_schemes"]["runs"] == 4
 

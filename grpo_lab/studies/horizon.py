@@ -20,12 +20,12 @@ from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import for_profile
 
 PARAM = "learning_rate"
-LEARNING_RATES = (3e-5, 1e-4, 3e-4)
+LEARNING_RATES = (3e-5, 3e-4)
 """the compared learning rates, the study base's own among them"""
 SMOKE_KEEP = 2
 """the smoke profile keeps only the first this many learning rates"""
-FULL = Budget(seeds=(0,), steps=500, eval_every=50)
-"""under the full profile: one seed of 500 steps per learning rate, validated every 50 steps: the
+FULL = Budget(seeds=(0,), steps=500, eval_every=100)
+"""under the full profile: one seed of 500 steps per learning rate, validated every 100 steps: the
 long-horizon figures describe trajectories and give no verdict, so they take fewer seeds"""
 CURVES = ("reward", "val/accuracy", "entropy", "kl/exact", "completions/mean_length", "grad_norm")
 SMOOTH = 10

@@ -52,9 +52,10 @@ from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.training import checkpoint
 
-FULL = Budget(seeds=(0, 1, 2), steps=100)
-"""under the full profile: 3 seeds of 100 steps, validated only before the first and after the last
-update (the measures are on the snapshots)"""
+FULL = Budget(seeds=(0, 1), steps=50)
+"""under the full profile: 2 seeds of 50 steps, validated only before the first and after the last
+update (the measures are on the snapshots, each sampling fresh batches: they describe the
+estimators' bias and noise and give no verdict)"""
 SNAPSHOTS = 5
 """policy snapshots kept along each run (every steps // SNAPSHOTS steps)"""
 SMOKE_SIZES = (2, 1)

@@ -23,9 +23,10 @@ from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies.base import base as study_base
 
-FULL = Budget(seeds=(0, 1, 2), steps=75)
-"""the short-run budget of 06 and 09 under the full profile: 3 seeds of 75 steps, validated only
-before the first and after the last update (the outcome is the final validation)"""
+FULL = Budget(seeds=(0, 1, 2), steps=20)
+"""the short-run budget of 06 and 09 under the full profile: 3 seeds of 20 steps, validated only
+before the first and after the last update (the outcome is the final validation; `docs/studies.md`,
+"Sizing the full profile")"""
 
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:

@@ -46,8 +46,8 @@ PRESETS = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "lite_ppo")
 SMOKE_KEEP = 2
 """the smoke profile compares only the first this many presets"""
 METRIC = "val/accuracy"
-FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=20, val_size=100)
-"""under the full profile: 3 seeds of 100 steps, validated every 20 steps on at most 100 prompts"""
+FULL = Budget(seeds=(0, 1, 2), steps=20, eval_every=10, val_size=100)
+"""under the full profile: 3 seeds of 20 steps, validated every 10 steps on at most 100 prompts"""
 
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:

@@ -17,7 +17,7 @@ def test_fault_profile_carries_the_validation_size_and_the_design_is_on_the_base
     full = faults.settings("full")
     assert (
         (full.steps, full.eval_every, full.val_size)
-        == (20, 5, 100)
+        == (8, 2, 50)
         == (
             faults.FULL.steps,
             faults.FULL.eval_every,
@@ -25,16 +25,16 @@ def test_fault_profile_carries_the_validation_size_and_the_design_is_on_the_base
         )
     )
     smoke = faults.settings("smoke")
-    assert smoke.val_size <= 100 and smoke.steps < 20
+    assert smoke.val_size <= 50 and smoke.steps <= full.steps
     design = faults.design(full)
     levels = sum(len(v) for v in faults.FAULTS.values())
     assert len(design) == len(faults.SCHEMES) * (1 + levels)  # every scheme, every level, under full
     clean = design[0].config
     assert clean.key() == studies.base(full).key()  # the clean grpo run is the study base
     assert {p.config.task for p in design} == {studies.base(full).task}
-    assert {p.config.val_size for p in design} == {100}
+    assert {p.config.val_size for p in design} == {50}
     trimmed = faults.design(smoke)
-    assert [p.label for p in trimmed] == ["grpo, clean", "grpo, reward_sigma=0.5", "grpo, reward_sigma=1.0"]
+    assert [p.label for p in trimmed] == ["grpo, clean", "grpo, reward_sigma=1.0"]
 
 
 def test_fault_changes_are_paired_wide_tables_with_their_mde():
@@ -53,7 +53,7 @@ def test_fault_changes_are_paired_wide_tables_with_their_mde():
 
 def test_horizon_profile_keeps_its_own_seeds_and_trims_the_rates_in_smoke():
     full = horizon.settings("full")
-    assert (full.seeds, full.steps, full.eval_every) == (horizon.FULL.seeds, 500, 50)
+    assert (full.seeds, full.steps, full.eval_every) == (horizon.FULL.seeds, 500, 100)
     assert [p.columns["learning_rate"] for p in horizon.design(full)] == list(horizon.LEARNING_RATES)
     smoke = horizon.settings("smoke")
     assert smoke.seeds == (0, 1) and len(horizon.design(smoke)) == horizon.SMOKE_KEEP
