@@ -109,12 +109,13 @@ def sequential_seeds(
     for n in planned:
         for label in active | {REFERENCE}:
             chosen[label] = seeds[:n]
-        found = {
+        stored = {
             (label, seed): _stored_score(configs[label].replace(seed=seed), root)
             for label in active | {REFERENCE}
             for seed in seeds[:n]
         }
-        if any(score is None for score in found.values()):
+        found = {key: score for key, score in stored.items() if score is not None}
+        if len(found) < len(stored):
             return chosen, frozenset(active)
         if n == planned[-1]:
             break
