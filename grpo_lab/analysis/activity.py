@@ -102,6 +102,7 @@ ACTIVITY: dict[str, Measure] = {
     ),
     "scheme_c": Measure("spread of the importance ratio weighting the KL (ratio/std)", _mean("ratio/std")),
     # tricks (presets.TRICKS)
+    "group_reward_norm": Measure("share of groups with reward spread (divided by their std)", _spread_groups),
     "batch_reward_norm": Measure(
         "mean shift of the advantages by batch whitening", _mean("advantages/batch_norm_shift")
     ),

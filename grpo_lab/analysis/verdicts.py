@@ -26,6 +26,26 @@ COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
 STABILITY_COLUMNS = ("kl_volatility", "grad_spikes", "entropy_decay", "clip_rate", "reward_variance")
 """the stability figures shown in the table, each as arm / reference"""
+PROTOCOLS = ("paired", "factorial screen", "leave-one-out")
+"""what produced a row: a paired comparison on seeds, the factorial screen's main effect, or the
+Tricks review's leave-one-out from every trick on"""
+TABLE_COLUMNS = (
+    "row",
+    "kind",
+    "protocol",
+    "effect",
+    "95% CI",
+    "MDE",
+    "MDE / gain",
+    "seeds",
+    "activity",
+    "stability",
+    "cost",
+    "verdict",
+)
+"""the columns of the verdict table in figures/README.md (`table_markdown`), in order"""
+WORDS = {"better": "better", "worse": "worse", "no difference > margin": "no difference"}
+"""the verdicts as the table words them; any other (undecided, too few seeds) is 'undecided'"""
 
 
 def run_scores(
@@ -97,6 +117,7 @@ def compare(
     by: str = "label",
     margin: float | None = None,
     reference_gain: float | None = None,
+    protocol: str = "paired",
 ) -> pd.DataFrame:
     """The verdict table. `arms` lists (row name, kind, treatment label, control label): a scheme
     is (name, "scheme", name, "grpo"); a trick in a leave-one-out is (name, "trick", "all",
@@ -104,7 +125,10 @@ def compare(
     over the seeds both labels have, on the headline score; the activity is measured in the
     treatment's runs, where the mechanism is on. `reference_gain` is what the reference method
     learns over the run (default: the control's own gain, `gain`); `margin` defaults to
-    `MARGIN_OF_GAIN` times it, and `mde / gain` is the row's MDE over it."""
+    `MARGIN_OF_GAIN` times it, and `mde / gain` is the row's MDE over it. `protocol` (one of
+    `PROTOCOLS`) fills the column that says what produced the rows."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
     by_label = {label: frame.set_index("seed") for label, frame in scores.groupby(by)}
     rows = []
     for name, kind, treatment, control in arms:
@@ -123,6 +147,7 @@ def compare(
             {
                 "row": name,
                 "kind": kind,
+                "protocol": protocol,
                 "seeds": effect.n,
                 "effect": effect.effect,
                 "ci_low": effect.low,
@@ -140,6 +165,86 @@ def compare(
             }
         )
     return pd.DataFrame(rows)
+
+
+def factorial_rows(
+    runs: pd.DataFrame, effects: pd.DataFrame, reference_gain: float, kind: str = "trick"
+) -> pd.DataFrame:
+    """The factorial screen's rows of the verdict table, in the columns of `compare`. `runs`: one row
+    per run of the screen with a bool column per factor, its `run_scores` (step time, stability
+    figures) and `activity:<factor>` where the factor is on; `effects`: the screen's main effects
+    (`analysis.factorial.main_effects`, its margin `MARGIN_OF_GAIN` x `reference_gain`, what the
+    reference method learns over its run). Per factor: the main effect with its interval and MDE,
+    the seeds it rests on, its activity measure averaged over the runs where it is on, and the
+    stability figures and step time of the runs with it on over those with it off."""
+    rows = []
+    for e in effects.itertuples(index=False):
+        on, off = runs[runs[e.factor]], runs[~runs[e.factor]]
+        column = f"activity:{e.factor}"
+        act = float(on[column].mean()) if column in on else math.nan
+        cost = _ratio(on["step_s"], off["step_s"])
+        rows.append(
+            {
+                "row": e.factor,
+                "kind": kind,
+                "protocol": "factorial screen",
+                "seeds": int(e.seeds),
+                "effect": e.effect,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "mde": e.mde,
+                "gain": reference_gain,
+                "mde / gain": e.mde / reference_gain if reference_gain > 0 else math.nan,
+                "margin": e.margin,
+                **{f"{k} x": _ratio(on[k], off[k]) for k in STABILITY_COLUMNS},
+                "cost x": cost,
+                "activity": act,
+                "activity measure": ACTIVITY[e.factor].what if e.factor in ACTIVITY else "",
+                "verdict": e.verdict,
+                "recommendation": recommendation(e.verdict, cost, act == 0),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def table_markdown(table: pd.DataFrame) -> str:
+    """The verdict table as GitHub markdown in `TABLE_COLUMNS`: the effect, its 95% interval and its
+    MDE on the headline score, `MDE / gain`, the seeds it rests on, the row's activity measure, its
+    largest stability multiple (named) and its step-time multiple, and the verdict in one word of
+    `WORDS` (else 'undecided')."""
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    for r in table.to_dict("records"):
+        cells = [
+            r["row"],
+            r["kind"],
+            r["protocol"],
+            _signed(r["effect"]),
+            f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]",
+            _cell(r["mde"]),
+            _cell(r["mde / gain"]),
+            str(r["seeds"]),
+            _cell(r["activity"]),
+            _largest_multiple(r),
+            "n/a" if not math.isfinite(r["cost x"]) else f"x{r['cost x']:.2f}",
+            WORDS.get(r["verdict"], "undecided"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _signed(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:+.3f}"
+
+
+def _largest_multiple(row: dict) -> str:
+    """The stability figure that moved most from its reference (log-ratio), as 'name xR'."""
+    found = {
+        k: row[f"{k} x"] for k in STABILITY_COLUMNS if math.isfinite(row[f"{k} x"]) and row[f"{k} x"] > 0
+    }
+    if not found:
+        return "n/a"
+    name = max(found, key=lambda k: abs(math.log(found[k])))
+    return f"{name} x{found[name]:.2f}"
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -1,11 +1,15 @@
 """The verdict table (notebook 12; `docs/sources.md`, Evaluation guide §6.3 and Tricks review
-§3.1): every scheme against `grpo` and every trick left out of all tricks on, on the study base, arms
-paired on seeds. It asks for the designs of `studies.schemes` (notebook 03) and of the tricks'
-leave-one-out in `studies.ablations` (notebook 02) under their own settings, so their runs are shared
-through the store and, after those notebooks, this one only loads.
+§3.1), on the study base with one headline score: every scheme against `grpo` (paired on seeds,
+`studies.schemes`, notebook 03, under the sequential rule), every factor of the factorial screen
+(its main effect, `studies.screen`, notebook 02), every named conflict against `grpo` (paired,
+`studies.ablations`) and the tricks the leave-one-out confirms (every trick on against all but that
+one, `studies.ablations`). It asks for those studies' designs under their own settings, so their
+runs are shared through the store and, after notebooks 02 and 03, this one only loads. Every row's
+margin is `analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain over its run, and `MDE / gain` its MDE
+over that gain.
 
-The study has two settings, one per design, so `settings` and `design` return dicts keyed by
-'schemes' and 'tricks' (and `run` a `SweepResult` per key); the rest is the one table and figure."""
+The study has one settings per design, so `settings` and `design` return dicts keyed by `DESIGNS`
+(and `run` a `SweepResult` per key); the rest is the one table, its markdown and its figure."""
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,30 +23,39 @@ from grpo_lab.analysis.plots import project_root
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
+from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
 from grpo_lab.runlog import write_text_atomic
-from grpo_lab.studies import ablations, paired, schemes
+from grpo_lab.studies import ablations, paired, schemes, screen
 
-DESIGNS = ("schemes", "tricks")
-"""the two designs of the table, each under its own study's settings"""
+DESIGNS = ("schemes", "screen", "conflicts", "tricks")
+"""the designs of the table, each under its own study's settings"""
 
 
 def settings(
     profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
 ) -> dict[str, Profile]:
-    """The profile of each design: 'schemes', `schemes.settings` (03's runs); 'tricks',
-    `ablations.settings` (02's runs); `seeds` and `steps` apply to both."""
+    """The profile of each design: 'schemes', `schemes.settings` (03's runs); 'screen',
+    `screen.settings` (its blocks); 'conflicts' and 'tricks', `ablations.settings` (02's runs);
+    `seeds` and `steps` apply to the paired designs, `steps` to the screen."""
+    paired_settings = ablations.settings(profile, seeds, steps)
     return {
         "schemes": schemes.settings(profile, seeds, steps),
-        "tricks": ablations.settings(profile, seeds, steps),
+        "screen": screen.settings(profile, steps=steps),
+        "conflicts": paired_settings,
+        "tricks": paired_settings,
     }
 
 
 def design(settings: Mapping[str, Profile]) -> dict[str, list[Point]]:
-    """Each design under its settings: the schemes of `schemes.design`, the leave-one-out of
-    `ablations.trick_points`."""
+    """Each design under its settings: the schemes of `schemes.design`, the screen's 32 runs, the
+    conflicts with the base they are paired against, the leave-one-out of `ablations.trick_points`."""
+    conflicts = ablations.conflict_points(settings["conflicts"])
+    reference = ablations.component_points(settings["conflicts"])[0]  # the base, labelled grpo
     return {
         "schemes": schemes.design(settings["schemes"]),
+        "screen": screen.design(settings["screen"]),
+        "conflicts": [reference, *conflicts],
         "tricks": ablations.trick_points(settings["tricks"]),
     }
 
@@ -50,49 +63,108 @@ def design(settings: Mapping[str, Profile]) -> dict[str, list[Point]]:
 def runs(
     designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], root: str | Path | None = None
 ) -> list[Config]:
-    """The runs both designs need (what `grpo-lab plan` counts): the schemes' under the sequential
-    rule (`schemes.runs`, against the store `root`; None: an empty one), the leave-one-out's over
-    its seeds."""
-    tricks = [p.config.replace(seed=seed) for p in designs["tricks"] for seed in settings["tricks"].seeds]
-    return [*schemes.runs(designs["schemes"], settings["schemes"], root), *tricks]
+    """The runs the designs need (what `grpo-lab plan` counts): the schemes' under the sequential
+    rule (`schemes.runs`, against the store `root`; None: an empty one), the screen's (a seed per
+    run), the conflicts' and the leave-one-out's over their seeds."""
+    over_seeds = [
+        p.config.replace(seed=seed)
+        for name in ("conflicts", "tricks")
+        for p in designs[name]
+        for seed in settings[name].seeds
+    ]
+    return [
+        *schemes.runs(designs["schemes"], settings["schemes"], root),
+        *screen.runs(designs["screen"], settings["screen"]),
+        *over_seeds,
+    ]
 
 
 def run(
     designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], **options: Any
 ) -> dict[str, SweepResult]:
     """Train (or load) each design in its run store: the schemes look by look under the sequential
-    rule (`schemes.run`), the leave-one-out over its seeds; a failed run is an error (a verdict
-    needs every arm). `options` as for `experiments.execute`."""
+    rule (`schemes.run`), the screen with a seed per run (`screen.run`), the conflicts (a crash is
+    their outcome, not an error) and the leave-one-out over their seeds. `options` as for
+    `experiments.execute`."""
     return {
         "schemes": schemes.run(designs["schemes"], settings["schemes"], **options),
+        "screen": screen.run(designs["screen"], settings["screen"], **options),
+        "conflicts": paired.run(
+            designs["conflicts"], settings["conflicts"], may_fail=ablations.CONFLICTS, **options
+        ),
         "tricks": paired.run(designs["tricks"], settings["tricks"], **options),
     }
 
 
-def scores(results: Mapping[str, SweepResult]) -> pd.DataFrame:
-    """One row per run of both designs with its scores (`schemes.scores`, `ablations.scores`)."""
-    return pd.concat(
-        [schemes.scores(results["schemes"]), ablations.scores(results["tricks"])], ignore_index=True
+def scores(results: Mapping[str, SweepResult]) -> dict[str, pd.DataFrame]:
+    """Per design, one row per run with its scores: the paired designs' from their studies
+    (`schemes.scores`, `ablations.scores`), the screen's with its factor columns and every factor's
+    activity measure where it is on."""
+    screened = results["screen"]
+    measured = {
+        label: [f for f in screen.FACTORS if bool(run[f].iloc[0]) and f in verdicts.ACTIVITY]
+        for label, run in screened.metrics.groupby("label")
+    }
+    per_run = paired.scores(screened, measured)
+    factors = screen.scores(screened).rename(columns={"run": "label", "seed": "block", "run_seed": "seed"})
+    return {
+        "schemes": schemes.scores(results["schemes"]),
+        "screen": factors.drop(columns=["score", "start"]).merge(per_run, on=["label", "seed"]),
+        "conflicts": ablations.scores(results["conflicts"]),
+        "tricks": ablations.scores(results["tricks"]),
+    }
+
+
+def table(scored: Mapping[str, pd.DataFrame], margin: float | None = None) -> pd.DataFrame:
+    """The verdict table: the schemes against grpo, the screen's factors, the conflicts against grpo,
+    then the confirmed tricks (all on against all but that one). Every row's reference gain is
+    grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
+    `MARGIN_OF_GAIN` times it."""
+    grpo = scored["schemes"][scored["schemes"]["label"] == schemes.REFERENCE]
+    learned = verdicts.gain(grpo)
+    chosen = verdicts.MARGIN_OF_GAIN * learned if margin is None else margin
+    labels = set(scored["schemes"]["label"])
+    scheme_rows = [
+        (s, "scheme", s, schemes.REFERENCE) for s in schemes.SCHEMES if s in labels and s != schemes.REFERENCE
+    ]
+    conflict_labels = set(scored["conflicts"]["label"])
+    conflict_rows = [
+        (c, "conflict", c, ablations.REFERENCE) for c in ablations.CONFLICTS if c in conflict_labels
+    ]
+    trick_labels = set(scored["tricks"]["label"])
+    trick_rows = [(t, "trick", ablations.ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in trick_labels]
+    effects = screen.main_effects(
+        scored["screen"].rename(columns={"seed": "run_seed", "block": "seed"}), chosen
     )
-
-
-def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
-    """The verdict table: schemes against grpo, then tricks (all on against all but that one);
-    `margin` as for `analysis.verdicts.compare` (None: a share of each reference's gain)."""
-    rows = [schemes.table(scored, margin), ablations.table(scored, margin)]
-    return pd.concat(rows, ignore_index=True)
+    parts = [
+        verdicts.compare(scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned),
+        verdicts.factorial_rows(scored["screen"], effects, learned),
+        verdicts.compare(scored["conflicts"], conflict_rows, margin=chosen, reference_gain=learned),
+    ]
+    if trick_rows:
+        parts.append(
+            verdicts.compare(
+                scored["tricks"], trick_rows, margin=chosen, reference_gain=learned, protocol="leave-one-out"
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
 
 
 def figure(verdict_table: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.Figure:
     """The table as a forest plot (`paired.forest`), with each design's steps."""
-    runs = f"{settings['schemes'].steps} steps (schemes), {settings['tricks'].steps} (tricks)"
-    return paired.forest(verdict_table, runs, "schemes vs grpo, tricks left out of all on")
+    runs = (
+        f"{settings['schemes'].steps} steps (schemes, conflicts, tricks), {settings['screen'].steps} (screen)"
+    )
+    return paired.forest(
+        verdict_table, runs, "schemes and conflicts vs grpo, trick factors, confirmed tricks"
+    )
 
 
 def save_markdown(verdict_table: pd.DataFrame, name: str) -> Path:
-    """Write the table as markdown to figures/<name>.md, next to its figure (the figures index
-    includes it)."""
+    """Write the table as markdown (`analysis.verdicts.table_markdown`, the columns of
+    `TABLE_COLUMNS`) to figures/<name>.md, next to its figure: the index of figures
+    (figures/README.md) includes it."""
     path = project_root() / "figures" / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, verdicts.markdown(verdict_table))
+    write_text_atomic(path, verdicts.table_markdown(verdict_table))
     return path

@@ -74,3 +74,57 @@ def test_missing_runs_are_an_error_and_markdown_has_a_row_each():
     text = verdicts.markdown(table)
     assert text.count("\n") == 3 and "| x | scheme | 2 |" in text
     assert table.iloc[0]["verdict"] == "too few seeds"
+
+
+def test_the_screen_rows_read_the_main_effects_and_compare_runs_with_the_factor_on_and_off():
+    runs = pd.DataFrame(
+        {
+            "label": ["r1", "r2", "r3", "r4"],
+            "adv_clip": [True, True, False, False],
+            "step_s": [2.0, 2.0, 1.0, 1.0],
+            "activity:adv_clip": [0.1, 0.3, float("nan"), float("nan")],
+            **{
+                k: [2.0, 2.0, 1.0, 1.0] if k == "grad_spikes" else [1.0] * 4
+                for k in verdicts.STABILITY_COLUMNS
+            },
+        }
+    )
+    effects = pd.DataFrame(
+        [
+            {
+                "factor": "adv_clip",
+                "effect": 0.02,
+                "ci_low": 0.01,
+                "ci_high": 0.03,
+                "mde": 0.006,
+                "seeds": 32,
+                "margin": 0.0075,
+                "verdict": "better",
+            }
+        ]  # fmt: skip
+    )
+    row = verdicts.factorial_rows(runs, effects, reference_gain=0.05).iloc[0]
+    assert (row["protocol"], row["seeds"], row["verdict"]) == ("factorial screen", 32, "better")
+    assert row["activity"] == pytest.approx(0.2) and row["cost x"] == pytest.approx(2.0)
+    assert row["grad_spikes x"] == pytest.approx(2.0) and row["mde / gain"] == pytest.approx(0.12)
+
+
+def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words():
+    runs = pd.concat(
+        [
+            scores("grpo", [0.50, 0.60, 0.55, 0.65]),
+            scores("up", [0.60, 0.71, 0.64, 0.76], grad_spikes=3.0),
+            scores("near", [0.50, 0.60, 0.55, 0.65]),
+            scores("noisy", [0.40, 0.80, 0.45, 0.75]),
+        ]
+    )
+    arms = [(a, "scheme", a, "grpo") for a in ("up", "near", "noisy")]
+    table = verdicts.compare(runs, arms, protocol="paired")
+    text = verdicts.table_markdown(table)
+    header, rule, *rows = text.strip().split("\n")
+    assert header == "| " + " | ".join(verdicts.TABLE_COLUMNS) + " |" and len(rows) == 3
+    assert rows[0].startswith("| up | scheme | paired | +0.102 | [+0.087, +0.118] |")
+    assert "grad_spikes x3.00" in rows[0]
+    assert [r.rstrip(" |").rsplit("| ", 1)[1] for r in rows] == ["better", "undecided", "undecided"]
+    with pytest.raises(ValueError, match="unknown protocol 'screen'"):
+        verdicts.compare(runs, arms, protocol="screen")

@@ -95,12 +95,13 @@ def test_a_budget_without_interval_validates_only_at_the_ends():
 
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_the_verdict_table_asks_for_the_runs_of_02_and_03(profile):
-    """The scheme and trick designs of 12 are those of 03 and 02, under the same seeds."""
+    """The scheme, screen, conflict and trick designs of 12 are those of 03 and 02, under the same
+    seeds, so after those notebooks it only loads."""
     settings = verdicts.settings(profile)
     designs = verdicts.design(settings)
     runs = {
         name: {p.config.replace(seed=s).key() for p in designs[name] for s in settings[name].seeds}
-        for name in verdicts.DESIGNS
+        for name in ("schemes", "conflicts", "tricks")
     }
     scheme_settings = schemes.settings(profile)
     assert runs["schemes"] == {
@@ -110,8 +111,13 @@ def test_the_verdict_table_asks_for_the_runs_of_02_and_03(profile):
     notebook_02 = {
         p.config.replace(seed=s).key() for p in ablations.design(trick_settings) for s in trick_settings.seeds
     }
-    assert runs["tricks"] <= notebook_02
+    assert runs["tricks"] <= notebook_02 and runs["conflicts"] <= notebook_02
     assert len(runs["tricks"]) == (1 + len(ablations.tricks(trick_settings))) * len(trick_settings.seeds)
+    screen_settings = screen.settings(profile)
+    assert {c.key() for c in screen.runs(designs["screen"], settings["screen"])} == {
+        c.key() for c in screen.runs(screen.design(screen_settings), screen_settings)
+    }
+    assert set(verdicts.DESIGNS) == set(designs)
 
 
 def test_schemes_compare_against_grpo_and_trim_in_smoke():
