@@ -84,7 +84,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _figures(args: argparse.Namespace) -> int:
     from grpo_lab.figures import regenerate
 
-    failures = regenerate(profile=args.profile, only=args.only)
+    failures = regenerate(profile=args.profile, only=args.only, train=not args.no_train)
     return 1 if failures else 0
 
 
@@ -184,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     f.add_argument("--profile", choices=list(PROFILES), default="full")
     f.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
+    f.add_argument(
+        "--no-train",
+        action="store_true",
+        help="regenerate from the stored runs only: fail, before running anything, if a run is missing",
+    )
     f.set_defaults(fn=_figures)
     d = sub.add_parser(
         "diagnose", help="print the automatic findings of a run (exit 1 on an error-level one)"

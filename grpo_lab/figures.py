@@ -34,14 +34,24 @@ PROGRESS_EVERY_S = 10.0
 """how often the run store is read for finished runs while the notebooks execute"""
 
 
-def regenerate(profile: str = "full", only: list[str] | None = None, root: Path | None = None) -> list[str]:
+def regenerate(
+    profile: str = "full", only: list[str] | None = None, root: Path | None = None, train: bool = True
+) -> list[str]:
     """Print the plan of `profile` (`grpo_lab.plan`), then run the notebooks with it, printing a line
     per finished run with the time left (`watch`); executed copies go to notebooks/executed/,
     stamped with the commit they ran on; then write the index of figures (`write_index`). Returns
-    the failures."""
+    the failures. With `train=False` nothing may be trained: a plan with runs to train (missing,
+    stale or torn in the store) is an error that names them, before any notebook runs."""
     root = root or project_root()
     planned = plan(profile, only, root=root)
     print(planned.format(), flush=True)
+    pending = planned.to_train()
+    if not train and pending:
+        named = ", ".join(f"{r.notebook}: {r.path.name} ({r.state})" for r in pending[:5])
+        raise ValueError(
+            f"{len(pending)} runs are not current in the store {planned.store} and --no-train forbids "
+            f"training them: {named}{' ...' if len(pending) > 5 else ''}"
+        )
     with watch(Progress(planned)):
         failures = _execute(profile, notebooks(only, root), root)
     print(f"index of figures: {write_index(root, profile)}")

@@ -212,3 +212,11 @@ def test_plan_refuses_an_unknown_profile_or_notebook(capsys):
     assert main(["plan", "--profile", "smoke", "--only", "99"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("grpo-lab: error: no notebook matches ['99']; valid: 01_baseline")
+
+
+def test_figures_without_training_refuses_a_store_that_lacks_runs(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_LAB_STORE", str(tmp_path / "empty"))
+    assert main(["figures", "--profile", "smoke", "--only", "01", "--no-train"]) == 2
+    err = capsys.readouterr().err
+    assert "2 runs are not current in the store" in err and "--no-train forbids training them" in err
+    assert "01_baseline: grpo-seed0-" in err and "(missing)" in err
