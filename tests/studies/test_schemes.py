@@ -46,3 +46,17 @@ def test_outside_the_full_profile_every_seed_is_one_look():
     assert schemes.looks(smoke) == (len(smoke.seeds),)
     short = replace(schemes.settings("full"), seeds=(0, 1))
     assert schemes.looks(short) == (2,)
+
+
+def test_the_rule_closes_at_the_cap_and_the_plan_then_counts_only_what_was_taken(tmp_path):
+    settings = replace(schemes.settings("full"), seeds=(0, 1, 2, 3, 4, 5))
+    assert schemes.looks(settings) == (3, 6)
+    points = schemes.design(settings, ["grpo", "scheme_a"])
+    by = {p.label: p.config for p in points}
+    close = (0.02, -0.015, 0.005, -0.01, 0.012, -0.004)
+    for seed in settings.seeds:
+        store_run(by["grpo"].replace(seed=seed), tmp_path, 0.2)
+        store_run(by["scheme_a"].replace(seed=seed), tmp_path, 0.2 + close[seed])
+    chosen, open_arms = schemes.sequential_seeds(points, settings, tmp_path)
+    assert open_arms == frozenset() and chosen == {"grpo": settings.seeds, "scheme_a": settings.seeds}
+    assert len(schemes.runs(points, settings, tmp_path)) == 12
