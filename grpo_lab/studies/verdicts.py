@@ -21,15 +21,15 @@ import pandas as pd
 from grpo_lab.analysis import verdicts
 from grpo_lab.analysis.plots import project_root
 from grpo_lab.config import Config
-from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
 from grpo_lab.runlog import write_text_atomic
-from grpo_lab.studies import ablations, paired, schemes, screen
+from grpo_lab.studies import ablations, cost, paired, schemes, screen
 
-DESIGNS = ("schemes", "screen", "conflicts", "tricks")
-"""the designs of the table, each under its own study's settings"""
+DESIGNS = ("schemes", "screen", "conflicts", "tricks", "cost")
+"""the designs of the table, each under its own study's settings; 'cost' is 08's timed runs, which
+give the `cost` column"""
 
 
 def settings(
@@ -44,6 +44,7 @@ def settings(
         "screen": screen.settings(profile, steps=steps),
         "conflicts": paired_settings,
         "tricks": paired_settings,
+        "cost": cost.settings(profile),
     }
 
 
@@ -57,6 +58,7 @@ def design(settings: Mapping[str, Profile]) -> dict[str, list[Point]]:
         "screen": screen.design(settings["screen"]),
         "conflicts": [reference, *conflicts],
         "tricks": ablations.trick_points(settings["tricks"]),
+        "cost": cost.design(settings["cost"]),
     }
 
 
@@ -68,7 +70,7 @@ def runs(
     run), the conflicts' and the leave-one-out's over their seeds."""
     over_seeds = [
         p.config.replace(seed=seed)
-        for name in ("conflicts", "tricks")
+        for name in ("conflicts", "tricks", "cost")
         for p in designs[name]
         for seed in settings[name].seeds
     ]
@@ -81,11 +83,12 @@ def runs(
 
 def run(
     designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], **options: Any
-) -> dict[str, SweepResult]:
+) -> dict[str, Any]:
     """Train (or load) each design in its run store: the schemes look by look under the sequential
     rule (`schemes.run`), the screen with a seed per run (`screen.run`), the conflicts (a crash is
     their outcome, not an error) and the leave-one-out over their seeds. `options` as for
-    `experiments.execute`."""
+    `experiments.execute`. The cost design is timed in this process, one run after the other
+    (`cost.run`: its tidy metrics, not a `SweepResult`)."""
     return {
         "schemes": schemes.run(designs["schemes"], settings["schemes"], **options),
         "screen": screen.run(designs["screen"], settings["screen"], **options),
@@ -93,10 +96,18 @@ def run(
             designs["conflicts"], settings["conflicts"], may_fail=ablations.CONFLICTS, **options
         ),
         "tricks": paired.run(designs["tricks"], settings["tricks"], **options),
+        "cost": cost.run(designs["cost"], settings["cost"]),
     }
 
 
-def scores(results: Mapping[str, SweepResult]) -> dict[str, pd.DataFrame]:
+def counts(results: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Per design, its runs by status (`SweepResult.counts`); the cost design's timed runs."""
+    found = {name: results[name].counts() for name in DESIGNS if name != "cost"}
+    timed = results["cost"].drop_duplicates(["label", "seed"])
+    return {**found, "cost": {"timed": len(timed)}}
+
+
+def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """Per design, one row per run with its scores: the paired designs' from their studies
     (`schemes.scores`, `ablations.scores`), the screen's with its factor columns and every factor's
     activity measure where it is on."""
@@ -112,6 +123,7 @@ def scores(results: Mapping[str, SweepResult]) -> dict[str, pd.DataFrame]:
         "screen": factors.drop(columns=["score", "start"]).merge(per_run, on=["label", "seed"]),
         "conflicts": ablations.scores(results["conflicts"]),
         "tricks": ablations.scores(results["tricks"]),
+        "cost": cost.multiples(results["cost"]),
     }
 
 
@@ -119,7 +131,9 @@ def table(scored: Mapping[str, pd.DataFrame], margin: float | None = None) -> pd
     """The verdict table: the schemes against grpo, the screen's factors, the conflicts against grpo,
     then the confirmed tricks (all on against all but that one). Every row's reference gain is
     grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
-    `MARGIN_OF_GAIN` times it."""
+    `MARGIN_OF_GAIN` times it. A row's `cost x` is the step-time multiple the cost study measured
+    for its scheme or trick (08: interleaved rounds on one thread, so the machine's load cancels);
+    a row the cost study does not time (a conflict) keeps its runs' own ratio."""
     grpo = scored["schemes"][scored["schemes"]["label"] == schemes.REFERENCE]
     learned = verdicts.gain(grpo)
     chosen = verdicts.MARGIN_OF_GAIN * learned if margin is None else margin
@@ -147,7 +161,10 @@ def table(scored: Mapping[str, pd.DataFrame], margin: float | None = None) -> pd
                 scored["tricks"], trick_rows, margin=chosen, reference_gain=learned, protocol="leave-one-out"
             )
         )
-    return pd.concat(parts, ignore_index=True)
+    rows = pd.concat(parts, ignore_index=True)
+    timed = scored["cost"].set_index("label")["multiple"]
+    rows["cost x"] = [timed.get(r, c) for r, c in zip(rows["row"], rows["cost x"])]
+    return rows
 
 
 def figure(verdict_table: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.Figure:
