@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_lab.analysis import verdicts as analysis_verdicts
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
@@ -239,3 +240,32 @@ def test_your_task_designs_the_example_task_by_default():
     assert {p.config.task for p in design} == {your_task.study_task(your_task.EXAMPLE_TASK)}
     chosen = your_task.design(settings, presets=["grpo", "gspo", "dapo"])
     assert [p.label for p in chosen] == ["grpo", "gspo"]
+
+
+def test_the_verdict_table_takes_each_rows_cost_from_the_cost_study(monkeypatch):
+    """A scheme's cost is the cost study's interleaved multiple, not its runs' logged step times (which
+    the machine's load moves); a row the cost study does not time keeps its runs' ratio."""
+
+    def run_scores(label, score, step_s):
+        figures = {k: 1.0 for k in analysis_verdicts.STABILITY_COLUMNS}
+        return pd.DataFrame(
+            {"label": label, "seed": range(3), "score": score, "start": 0.1, "step_s": step_s, **figures}
+        )
+
+    monkeypatch.setattr(screen, "main_effects", lambda scored, margin: pd.DataFrame())
+    monkeypatch.setattr(analysis_verdicts, "factorial_rows", lambda *a: pd.DataFrame())
+    conflict = next(iter(ablations.CONFLICTS))
+    scored = {
+        "schemes": pd.concat(
+            [run_scores("grpo", [0.2, 0.21, 0.22], 1.0), run_scores("scheme_a", [0.2, 0.2, 0.2], 3.0)]
+        ),
+        "screen": pd.DataFrame(columns=["seed", "block"]),
+        "conflicts": pd.concat(
+            [run_scores("grpo", [0.2, 0.21, 0.22], 1.0), run_scores(conflict, [0.1, 0.1, 0.12], 2.0)]
+        ),
+        "tricks": pd.DataFrame(columns=["label"]),
+        "cost": pd.DataFrame({"label": ["grpo", "scheme_a"], "multiple": [1.0, 1.1]}),
+    }
+    table = verdicts.table(scored).set_index("row")
+    assert table.loc["scheme_a", "cost x"] == pytest.approx(1.1)
+    assert table.loc[conflict, "cost x"] == pytest.approx(2.0)
