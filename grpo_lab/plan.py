@@ -65,7 +65,8 @@ TOTAL = "total"
 KEYS = ("runs", "stored", "to_train", "core_hours", "stale", "torn", "allowance")
 """what the plan gives per notebook and in total: runs needed, current in the store, still to train
 (with their core-hours), and among those to train the stored ones that are stale (of another
-behaviour of the training code) or torn (unfinished, unsealed, or a file changed since sealing), and
+behaviour of the training code) or torn (unsealed, or a file changed since sealing; a run being trained
+or interrupted is neither, and is named in the printed plan), and
 the allowance: runs a study chooses once earlier results are in, counted at their cost until then"""
 
 
@@ -112,7 +113,7 @@ class Plan:
             stored = sum(r.stored for r in mine)
             hours = sum(r.seconds for r in mine) / 3600
             stale = sum(r.state == "stale" for r in mine)
-            torn = sum(r.state in ("unfinished", "unsealed", "torn") for r in mine)
+            torn = sum(r.state in ("unsealed", "torn") for r in mine)
             table[notebook] = {"runs": len(mine), "stored": stored, "to_train": len(mine) - stored,
                                "core_hours": round(hours, 3), "stale": stale, "torn": torn,
                                "allowance": sum(r.state == ALLOWANCE for r in mine)}  # fmt: skip
@@ -158,7 +159,10 @@ class Plan:
             )
         unusable = [r for r in self.runs if r.why and r.state != "missing"]
         if unusable:
-            notes.append(f"Stored runs that may not be used and are trained again ({len(unusable)}):")
+            notes.append(
+                f"Stored runs that may not be used and are trained again ({len(unusable)}; an unfinished one "
+                "may also be training now):"
+            )
             notes += [f"  {r.path.name}: {r.state}, {r.why}" for r in unusable[:SHOWN]]
             if len(unusable) > SHOWN:
                 notes.append(f"  and {len(unusable) - SHOWN} more")
