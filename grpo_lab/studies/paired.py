@@ -13,8 +13,10 @@ import pandas as pd
 
 from grpo_lab.analysis import verdicts
 from grpo_lab.analysis.scores import HEADLINE
-from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult, execute, run_design
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.sweeps import collect
 from grpo_lab.profiles import Profile
 from grpo_lab.runlog import read_config
 
@@ -33,6 +35,18 @@ def run(
     every arm; a label whose failure is itself the outcome measured (a combination reported to crash)
     is listed in `may_fail`. `options` as for `experiments.run_design`."""
     result = run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+    return checked(result, may_fail)
+
+
+def run_seeded(seeded: Sequence[tuple[Point, Config]], root: str | Path, **options: Any) -> SweepResult:
+    """Train (or load) runs whose seeds the study chose itself (point, config with its seed) into
+    `root`; a failed run is an error, as for `run`. `options` as for `experiments.execute`."""
+    where = Path(root).resolve()
+    return checked(collect(list(seeded), execute([c for _, c in seeded], where, **options), where))
+
+
+def checked(result: SweepResult, may_fail: Collection[str] = ()) -> SweepResult:
+    """`result`, or a RuntimeError listing its failed runs of any label but those in `may_fail`."""
     failures = result.failures[~result.failures["label"].isin(list(may_fail))]
     if len(failures):
         failed = failures[["label", "seed", "error"]].to_string(index=False)

@@ -23,10 +23,9 @@ from grpo_lab.analysis.power import MIN_SEEDS
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
 from grpo_lab.config import Config
-from grpo_lab.experiments import SweepResult, execute
+from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.store import is_current, run_dir
-from grpo_lab.experiments.sweeps import collect
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics
 from grpo_lab.studies import paired
@@ -165,10 +164,7 @@ def run(
     while True:
         chosen, open_arms = sequential_seeds(points, settings, where)
         seeded = [(p, p.config.replace(seed=seed)) for p in points for seed in chosen[p.label]]
-        result = collect(seeded, execute([c for _, c in seeded], where, **options), where)
-        if len(result.failures):
-            failed = result.failures[["label", "seed", "error"]].to_string(index=False)
-            raise RuntimeError(f"{len(result.failures)} runs failed:\n{failed}")
+        result = paired.run_seeded(seeded, where, **options)
         if not open_arms:
             return result
         if result.counts()["trained"] == 0:

@@ -32,7 +32,7 @@ from grpo_lab.analysis import factorial
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, gain
 from grpo_lab.config import Config
-from grpo_lab.experiments import SweepResult, execute
+from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Component, Point, factorial_aliases, factorial_points
 from grpo_lab.experiments.store import Outcome, is_current, run_dir
 from grpo_lab.experiments.sweeps import collect
@@ -93,13 +93,9 @@ def run(
     """Train (or load) the design over the profile's blocks into `root` (default: the profile's run
     store), each run with its own seed (`run_seeds`); a failed run is an error, as a missing run would
     unbalance its block. `options` as for `experiments.execute`."""
-    seeded = run_seeds(points, settings)
-    where = Path(settings.runs_dir() if root is None else root).resolve()
-    result = collect(seeded, execute([c for _, c in seeded], where, **options), where)
-    if len(result.failures):
-        failed = result.failures[["label", "seed", "error"]].to_string(index=False)
-        raise RuntimeError(f"{len(result.failures)} runs of the screen failed:\n{failed}")
-    return result
+    return paired.run_seeded(
+        run_seeds(points, settings), settings.runs_dir() if root is None else root, **options
+    )
 
 
 def stored_effects(profile: str, root: str | Path | None = None) -> pd.DataFrame | None:

@@ -227,8 +227,8 @@ def test_only_a_conflict_may_fail(monkeypatch):
     monkeypatch.setattr(paired, "run_design", lambda *a, **k: fake_result({("grpo", 1)}))
     with pytest.raises(RuntimeError, match="1 runs failed"):
         ablations.run([], settings)
-    monkeypatch.setattr(schemes, "execute", lambda *a, **k: {})
-    monkeypatch.setattr(schemes, "collect", lambda *a, **k: fake_result({("grpo", 1)}))
+    monkeypatch.setattr(paired, "execute", lambda *a, **k: {})
+    monkeypatch.setattr(paired, "collect", lambda *a, **k: fake_result({("grpo", 1)}))
     with pytest.raises(RuntimeError, match="1 runs failed"):
         schemes.run(schemes.design(schemes.settings("smoke")), settings)
 
