@@ -16,8 +16,11 @@ lint: setup
 	$(BIN)/python -m mypy
 	$(BIN)/python scripts/check_notebooks.py
 
+# the test suite, then the committed full-profile notebooks re-executed against results/ under nbval, their
+# figures compared with figures/ (nothing trained)
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/grpo-lab figures --check
 
 # the playground in JupyterLab and headless Chromium (needs /usr/bin/chromium: apt-get install chromium)
 test-browser: setup

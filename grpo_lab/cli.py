@@ -82,8 +82,14 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _figures(args: argparse.Namespace) -> int:
-    from grpo_lab.figures import regenerate
+    from grpo_lab.figures import check, regenerate
 
+    if args.check:
+        if args.only or args.no_train or args.profile != "full":
+            raise SystemExit("--check checks the committed full-profile figures: it takes no other option")
+        problems = check()
+        print("\n".join(problems) if problems else "the committed figures follow from the committed runs")
+        return 1 if problems else 0
     failures = regenerate(profile=args.profile, only=args.only, train=not args.no_train)
     return 1 if failures else 0
 
@@ -188,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         "--no-train",
         action="store_true",
         help="regenerate from the stored runs only: fail, before running anything, if a run is missing",
+    )
+    f.add_argument(
+        "--check",
+        action="store_true",
+        help="re-execute the committed full-profile notebooks against results/ (pytest --nbval, nothing "
+        "trained) and compare every figure's data with the committed one (exit 1 on any difference)",
     )
     f.set_defaults(fn=_figures)
     d = sub.add_parser(

@@ -4,7 +4,12 @@ stored, the core-hours of the rest) is printed; while the notebooks run, a line 
 the estimated time left, read from the run store. Then the index of the figures (figures/README.md
 under the full profile) is built from what the executions produced: each executed notebook's
 papermill record (parameters, start and end times), the profile it resolved (the `Profile(...)` it
-displayed), the commit it ran on, and the PNGs in figures/ written while it ran."""
+displayed), the commit it ran on, and the PNGs in figures/ written while it ran.
+
+The full profile's executed notebooks are kept beside its figures (figures/notebooks/, committed);
+`check` re-executes them against the committed runs (`results/`) under `pytest --nbval`, training
+nothing, and compares the data of every figure they write with the committed figure's, so a printed
+table or a figure that no longer follows from the logs fails."""
 
 import ast
 import contextlib
@@ -14,13 +19,15 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo_lab.analysis.plots import project_root
+from grpo_lab.analysis.plots import FIGURES_DIR, project_root
+from grpo_lab.experiments.store import NO_TRAIN
 from grpo_lab.plan import Progress, notebooks, plan
 
 INDEX = "README.md"
@@ -32,6 +39,11 @@ CLOCK_SLACK_S = 1.0
 """tolerance between the file system's and papermill's clocks when matching a figure to a notebook"""
 PROGRESS_EVERY_S = 10.0
 """how often the run store is read for finished runs while the notebooks execute"""
+SANITIZE = Path(__file__).with_name("nbval_sanitize.cfg")
+"""the regular expressions `check` applies to both sides of an output before comparing (times,
+dates, paths, the random ids of styled tables)"""
+RTOL = 1e-6
+"""relative tolerance between a regenerated figure's numbers and the committed ones (6 digits)"""
 
 
 def regenerate(
@@ -53,7 +65,7 @@ def regenerate(
             f"training them: {named}{' ...' if len(pending) > 5 else ''}"
         )
     with watch(Progress(planned)):
-        failures = _execute(profile, notebooks(only, root), root)
+        failures = _execute(profile, notebooks(only, root), executed_dir(root, profile), root)
     print(f"index of figures: {write_index(root, profile)}")
     return failures
 
@@ -82,12 +94,17 @@ def watch(progress: "Progress", every: float = PROGRESS_EVERY_S) -> Iterator[Non
         report()
 
 
-def _execute(profile: str, paths: list[Path], root: Path) -> list[str]:
-    """Execute each notebook of `paths` with `profile` into notebooks/executed/, each stamped with
-    the commit; returns the names of those that failed (every notebook runs)."""
+def executed_dir(root: Path, profile: str) -> Path:
+    """Where the executed notebooks of `profile` go: figures/notebooks/ for the full profile (they
+    are committed with its figures), notebooks/executed/ otherwise (not committed)."""
+    return root / "figures" / "notebooks" if profile == "full" else root / "notebooks" / "executed"
+
+
+def _execute(profile: str, paths: list[Path], executed: Path, root: Path) -> list[str]:
+    """Execute each notebook of `paths` with `profile` into `executed`, each stamped with the
+    commit; returns the names of those that failed (every notebook runs)."""
     import papermill
 
-    executed = root / "notebooks" / "executed"
     executed.mkdir(parents=True, exist_ok=True)
     commit = git_commit(root)
     failures = []
@@ -205,10 +222,11 @@ def write_index(root: Path, profile: str) -> Path:
     """Write the index of figures for `profile` (see `index_path`): a section per executed notebook
     with its parameters, resolved profile, commit and dates, the figures it wrote and the markdown
     tables written beside them (`<figure>.md`, e.g. the verdict table); then the figures no recorded
-    execution wrote. Built from notebooks/executed/ and figures/ as they are; the section of a
-    notebook with no executed copy here (`grpo-lab figures --only` ran others) is kept as the index
-    had it, with the figures it lists, so regenerating one notebook never drops another's record."""
-    executed = sorted((root / "notebooks" / "executed").glob("[0-9][0-9]_*.ipynb"))
+    execution wrote. Built from the executed notebooks (`executed_dir`) and figures/ as they are; the
+    section of a notebook with no executed copy there (`grpo-lab figures --only` ran others) is kept
+    as the index had it, with the figures it lists, so regenerating one notebook never drops another's
+    record."""
+    executed = sorted(executed_dir(root, profile).glob("[0-9][0-9]_*.ipynb"))
     figures = sorted((root / "figures").glob("*.png"))
     records = [execution_record(p) for p in executed]
     path = index_path(root, profile)
@@ -217,8 +235,9 @@ def write_index(root: Path, profile: str) -> Path:
         "# Figures",
         "",
         f"Index written by `grpo-lab figures --profile {profile}` from the executed notebooks "
-        "(`notebooks/executed/`): each figure is listed under the notebook whose execution wrote it, "
-        "with that execution's parameters, profile, commit and dates (UTC). Do not edit by hand.",
+        f"(`{executed_dir(root, profile).relative_to(root)}/`): each figure is listed under the notebook "
+        "whose execution wrote it, with that execution's parameters, profile, commit and dates (UTC). "
+        "Do not edit by hand.",
     ]
     sections = _kept_sections(path, {r["notebook"] for r in records})
     claimed = {
@@ -280,3 +299,95 @@ def _kept_sections(path: Path, recorded: set[str]) -> dict[str, list[str]]:
         if name is not None:
             kept.setdefault(name, []).append(line)
     return {k: "\n".join(v).rstrip().split("\n") for k, v in kept.items()}
+
+
+def check(root: Path | None = None, workers: int = 2) -> list[str]:
+    """Check the committed full-profile figures against the committed runs; returns the problems
+    (none: every check passed). For the notebooks executed under the full profile (`executed_dir`):
+    the plan must have nothing to train for them; `pytest --nbval` re-executes each against the store
+    with training forbidden (`NO_TRAIN`), comparing every output with the committed one after
+    `SANITIZE`; the figures it writes go to a scratch directory, and each must show the same data
+    (`figures_differ`) as the committed figure of that name, and every committed figure of a checked
+    notebook (`NN_*`) must have been written again."""
+    root = root or project_root()
+    executed = sorted(executed_dir(root, "full").glob("[0-9][0-9]_*.ipynb"))
+    if not executed:
+        return [f"no executed full-profile notebook in {executed_dir(root, 'full')}"]
+    planned = plan("full", [p.stem for p in executed], root=root)
+    pending = planned.to_train()
+    if pending:
+        return [f"{r.notebook}: run {r.path.name} is {r.state} in {planned.store}" for r in pending]
+    problems = [
+        f"{nb.stem}: {nb.relative_to(root)} was executed from another version of "
+        f"notebooks/{nb.name}: regenerate it"
+        for nb in executed
+        if code_cells(nb) != code_cells(root / "notebooks" / nb.name)
+    ]
+    print(f"checking {', '.join(p.stem for p in executed)} against {planned.store}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, NO_TRAIN: "1", FIGURES_DIR: scratch}
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval"]
+        command += [
+            "--nbval-sanitize-with",
+            str(SANITIZE),
+            *(["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []),
+        ]
+        result = subprocess.run([*command, *map(str, executed)], cwd=root, env=env)
+        if result.returncode:
+            problems.append(f"pytest --nbval failed (exit {result.returncode})")
+        written = {p.stem: p for p in Path(scratch).glob("*.json")}
+        committed = {
+            p.stem: p
+            for nb in executed
+            for p in (root / "figures").glob(f"{nb.stem.split('_', 1)[0]}_*.json")
+            if not p.stem.endswith("_smoke")
+        }
+        for name in sorted(committed.keys() - written.keys()):
+            problems.append(f"{name}: committed, but its notebook no longer writes it")
+        for name, path in sorted(written.items()):
+            if name not in committed:
+                problems.append(f"{name}: written from the runs, but not committed in figures/")
+                continue
+            difference = figures_differ(json.loads(committed[name].read_text()), json.loads(path.read_text()))
+            if difference:
+                problems.append(f"{name}: differs from the committed figure at {difference}")
+    return problems
+
+
+def code_cells(path: Path) -> list[str]:
+    """The sources of a notebook's code cells, without the parameters papermill injected (an
+    executed copy's code is its source notebook's exactly when these are equal)."""
+    if not path.exists():
+        return []
+    cells = json.loads(path.read_text())["cells"]
+    return [
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
+    ]
+
+
+def figures_differ(expected: Any, actual: Any, where: str = "", rtol: float = RTOL) -> str | None:
+    """The first place (a path into the data, e.g. 'axes[0].lines[1][3][1]: 0.25 != 0.26') where two
+    figures' data (`plots.figure_data`) differ beyond `rtol`; None when they agree."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        if expected.keys() != actual.keys():
+            return f"{where or 'top'}: keys {sorted(expected)} != {sorted(actual)}"
+        for key in expected:
+            found = figures_differ(expected[key], actual[key], f"{where}.{key}" if where else key, rtol)
+            if found:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return f"{where}: {len(expected)} items != {len(actual)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            found = figures_differ(e, a, f"{where}[{i}]", rtol)
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(expected, numbers) and isinstance(actual, numbers) and not isinstance(expected, bool):
+        close = abs(expected - actual) <= rtol * max(abs(expected), abs(actual)) + 1e-12
+        return None if close else f"{where}: {expected!r} != {actual!r}"
+    return None if expected == actual else f"{where}: {expected!r} != {actual!r}"

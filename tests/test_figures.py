@@ -55,8 +55,8 @@ def figure(root: Path, name: str, written: datetime.datetime) -> Path:
     return path
 
 
-def fake_project(root: Path) -> None:
-    executed = root / "notebooks" / "executed"
+def fake_project(root: Path, profile: str = "full") -> None:
+    executed = figures.executed_dir(root, profile)
     executed_notebook(executed / "06_sensitivity.ipynb", T0, 120, {"profile": "full"}, "abc123")
     two = "{'training': " + PROFILE + ", 'cost': " + PROFILE.replace("steps=75", "steps=6") + "}"
     executed_notebook(
@@ -100,9 +100,9 @@ def test_a_notebook_without_an_execution_here_keeps_its_section(tmp_path):
     figures it lists stay as the index had them; 07's section is written anew."""
     fake_project(tmp_path)
     figures.write_index(tmp_path, "full")
-    (tmp_path / "notebooks" / "executed" / "06_sensitivity.ipynb").unlink()
+    (tmp_path / "figures" / "notebooks" / "06_sensitivity.ipynb").unlink()
     executed_notebook(
-        tmp_path / "notebooks" / "executed" / "07_kl.ipynb",
+        tmp_path / "figures" / "notebooks" / "07_kl.ipynb",
         T0 + datetime.timedelta(hours=1),
         60,
         {"profile": "full"},
@@ -119,15 +119,20 @@ def test_a_notebook_without_an_execution_here_keeps_its_section(tmp_path):
 
 
 def test_other_profiles_index_beside_the_executed_notebooks(tmp_path):
-    fake_project(tmp_path)
+    fake_project(tmp_path, "smoke")
     path = figures.write_index(tmp_path, "smoke")
     assert path == tmp_path / "notebooks" / "executed" / "figures_smoke.md"
     text = path.read_text()
     assert "(../../figures/06_sensitivity.png)" in text and "06_sensitivity_smoke.png" in text
 
 
+def test_full_profile_notebooks_are_kept_beside_the_figures_others_are_not(tmp_path):
+    assert figures.executed_dir(tmp_path, "full") == tmp_path / "figures" / "notebooks"
+    assert figures.executed_dir(tmp_path, "smoke") == tmp_path / "notebooks" / "executed"
+
+
 def test_a_notebook_not_run_by_papermill_is_refused(tmp_path):
-    path = tmp_path / "notebooks" / "executed" / "01_x.ipynb"
+    path = tmp_path / "figures" / "notebooks" / "01_x.ipynb"
     path.parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(), path)
     with pytest.raises(ValueError, match="not executed by papermill"):
@@ -191,3 +196,67 @@ def test_watch_prints_the_progress_while_the_block_runs_and_once_at_the_end(caps
             time.sleep(0.005)
     lines = capsys.readouterr().out.splitlines()
     assert lines == [f"line {i}" for i in range(1, progress.polls + 1)] and len(lines) >= 3
+
+
+def test_figures_differ_names_the_first_difference_beyond_the_tolerance():
+    committed = {"title": "t", "axes": [{"lines": [[[0.0, 0.25], [1.0, None]]], "texts": ["a"]}]}
+    assert figures.figures_differ(committed, json.loads(json.dumps(committed))) is None
+    moved = {"title": "t", "axes": [{"lines": [[[0.0, 0.26], [1.0, None]]], "texts": ["a"]}]}
+    assert figures.figures_differ(committed, moved) == "axes[0].lines[0][0][1]: 0.25 != 0.26"
+    assert figures.figures_differ({"x": [1.0]}, {"x": [1.0 + 1e-9]}) is None  # within 6 digits
+    assert figures.figures_differ({"x": [1.0]}, {"x": [1.0, 2.0]}) == "x: 1 items != 2"
+    assert figures.figures_differ({"x": [None]}, {"x": [0.0]}) == "x[0]: None != 0.0"
+    assert figures.figures_differ({"x": "a"}, {"y": "a"}) == "top: keys ['x'] != ['y']"
+
+
+def line_notebook(root: Path, y: float) -> Path:
+    """A study-free notebook (nothing to train) that prints a number and saves a one-line figure."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('profile = "smoke"')
+    params.metadata["tags"] = ["parameters"]
+    draw = nbformat.v4.new_code_cell(
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "from grpo_lab.analysis import plots\n"
+        f"fig, ax = plt.subplots()\nax.plot([0, 1], [0, {y}])\n"
+        "plots.save(fig, '05_line')\nprint('slope', " + repr(y) + ")"
+    )
+    nb.cells = [params, draw]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (root / "notebooks").mkdir(exist_ok=True)
+    path = root / "notebooks" / "05_line.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_check_passes_on_what_the_notebooks_give_and_names_what_no_longer_follows(tmp_path, monkeypatch):
+    """`regenerate` under the full profile keeps the executed notebook beside its figure and data;
+    `check` re-executes it under nbval into a scratch directory and passes; then a committed figure
+    whose data no longer follows, a printed output that changed, and a committed figure its notebook
+    no longer writes each fail it, named."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "grpo_lab").mkdir()
+    monkeypatch.delenv("GRPO_LAB_FIGURES", raising=False)
+    line_notebook(tmp_path, 0.5)
+    monkeypatch.chdir(tmp_path)
+    assert figures.regenerate("full", root=tmp_path) == []
+    assert (tmp_path / "figures" / "notebooks" / "05_line.ipynb").exists()
+    committed = tmp_path / "figures" / "05_line.json"
+    assert json.loads(committed.read_text())["axes"][0]["lines"] == [[[0.0, 0.0], [1.0, 0.5]]]
+    assert figures.check(tmp_path, workers=1) == []
+
+    executed = tmp_path / "figures" / "notebooks" / "05_line.ipynb"
+    kept = executed.read_text()
+    executed.write_text(kept.replace("slope 0.5", "slope 0.4"))  # a printed output that no longer follows
+    assert figures.check(tmp_path, workers=1) == ["pytest --nbval failed (exit 1)"]
+    executed.write_text(kept)
+
+    committed.write_text(committed.read_text().replace("0.5", "0.625"))
+    (tmp_path / "figures" / "05_old.json").write_text("{}")
+    line_notebook(tmp_path, 0.75)  # the source changed since the committed execution
+    assert figures.check(tmp_path, workers=1) == [
+        "05_line: figures/notebooks/05_line.ipynb was executed from another version of "
+        "notebooks/05_line.ipynb: regenerate it",
+        "05_old: committed, but its notebook no longer writes it",
+        "05_line: differs from the committed figure at axes[0].lines[0][1][1]: 0.625 != 0.5",
+    ]

@@ -1,8 +1,14 @@
 """Figures: across-seed curves with intervals, interval charts against a reference, robustness
-curves, rule heatmaps, correlation scatters; every figure is written by one function, `save`."""
+curves, rule heatmaps, correlation scatters; every figure is written by one function, `save`, with
+the data it draws beside it (`figure_data`), so that a regenerated figure can be compared with a
+committed one by what it shows rather than by its pixels."""
 
+import json
+import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -10,7 +16,9 @@ matplotlib.use("Agg") if matplotlib.get_backend().lower() in ("", "agg") else No
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 from grpo_lab.analysis.horizon import Correlation  # noqa: E402
 from grpo_lab.analysis.stats import curve, mean_interval  # noqa: E402
@@ -61,13 +69,88 @@ def project_root() -> Path:
     return Path.cwd()
 
 
+FIGURES_DIR = "GRPO_LAB_FIGURES"
+"""an environment variable: the directory `save` writes to when none is given (default: figures/ of
+the checkout); the check of the committed figures regenerates them into a scratch directory"""
+DIGITS = 6
+"""significant digits of the numbers in a figure's data (the run logs keep 6)"""
+
+
 def save(fig: plt.Figure, name: str, directory: str | Path | None = None) -> Path:
-    """Write a figure as PNG under figures/ (or `directory`): the only place figures are written."""
-    out = Path(directory) if directory is not None else project_root() / "figures"
+    """Write a figure as NAME.png under figures/ (or `directory`, or `FIGURES_DIR`), with NAME.json,
+    the data it draws (`figure_data`): the only place figures are written."""
+    default = os.environ.get(FIGURES_DIR) or project_root() / "figures"
+    out = Path(directory if directory is not None else default)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.png"
     fig.savefig(path, dpi=130, bbox_inches="tight")
+    data = json.dumps(figure_data(fig), indent=1, sort_keys=True, allow_nan=False)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(data + "\n")
+    tmp.replace(path.with_suffix(".json"))
     return path
+
+
+def figure_data(fig: plt.Figure) -> dict[str, Any]:
+    """What a drawn figure shows, panel by panel: titles, axis labels, the text of non-numeric tick
+    labels (the categories), the points of every line, the offsets of scattered markers, the vertices
+    of other collections (error bars, bands), the rectangles of bars, the values of heatmaps and the
+    texts; numbers to `DIGITS` significant digits, NaN as None. Numeric tick labels are left out: they
+    follow from the data and change with matplotlib's tick placement."""
+    fig.canvas.draw()  # tick labels exist only once drawn
+    return {
+        "title": fig.get_suptitle(),
+        "axes": [_axes_data(ax) for ax in fig.axes],
+    }
+
+
+def _axes_data(ax: plt.Axes) -> dict[str, Any]:
+    collections = [
+        _numbers(c.get_offsets())
+        if isinstance(c, PathCollection)
+        else [_numbers(p.vertices) for p in c.get_paths()]
+        for c in ax.collections
+    ]
+    return {
+        "title": ax.get_title(),
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "xticklabels": _categories(ax.get_xticklabels()),
+        "yticklabels": _categories(ax.get_yticklabels()),
+        "lines": [_numbers(line.get_xydata()) for line in ax.lines],
+        "collections": collections,
+        "bars": [
+            _numbers([p.get_x(), p.get_y(), p.get_width(), p.get_height()])
+            for p in ax.patches
+            if isinstance(p, Rectangle)
+        ],
+        "images": [
+            _numbers(np.ma.filled(np.ma.asarray(im.get_array(), dtype=float), np.nan)) for im in ax.images
+        ],
+        "texts": [t.get_text() for t in ax.texts],
+    }
+
+
+def _categories(labels: Sequence[Any]) -> list[str]:
+    texts = [label.get_text() for label in labels]
+    return [] if all(_is_number(t) for t in texts) else texts
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.replace("\N{MINUS SIGN}", "-").replace("%", "").replace("$", "") or "0")
+    except ValueError:
+        return False
+    return True
+
+
+def _numbers(values: Any) -> Any:
+    """`values` (an array or nested lists) as nested lists of floats to `DIGITS` digits, NaN as None."""
+    array = np.asarray(values, dtype=float)
+    if array.ndim == 0:
+        value = float(array)
+        return None if not math.isfinite(value) else float(f"{value:.{DIGITS}g}")
+    return [_numbers(v) for v in array]
 
 
 def curves(

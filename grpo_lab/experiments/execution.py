@@ -39,6 +39,7 @@ from grpo_lab.experiments.store import (
     Outcome,
     attempt,
     is_current,
+    refuse_training,
     run_dir,
     unusable,
     write_error,
@@ -104,6 +105,7 @@ def execute(
     unique = {c.key(): c for c in configs}
     outcomes = {k: Outcome(k, "loaded") for k, c in unique.items() if is_current(run_dir(c, root))}
     pending = [c for k, c in unique.items() if k not in outcomes]
+    refuse_training(pending, root)
     replaced = unusable(run_dir(c, root) for c in pending)
     if replaced:
         listed = "; ".join(f"{path.name} ({why})" for path, why in replaced.items())

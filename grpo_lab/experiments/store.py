@@ -8,6 +8,7 @@ error.json (type, message, traceback) instead of being raised."""
 
 import hashlib
 import json
+import os
 import shutil
 import time
 import traceback
@@ -29,6 +30,28 @@ BEHAVIOUR = "b7cdc7a6e30f"
 (`tests/data/golden_metrics.json`), which changes exactly when a change alters what training
 computes (`tests/test_trainer_golden.py` fails until this follows it). Stored runs sealed with
 another version are stale."""
+
+NO_TRAIN = "GRPO_LAB_NO_TRAIN"
+"""an environment variable: when set (to anything but '' or '0') nothing may be trained, and asking
+for a run the store does not hold current raises `TrainingForbidden`; the check of the committed
+figures (`grpo-lab figures --check`) sets it, so a gap in `results/` fails instead of training"""
+
+
+class TrainingForbidden(RuntimeError):
+    """A run had to be trained while `NO_TRAIN` forbids it."""
+
+
+def refuse_training(configs: Sequence[Config], root: str | Path) -> None:
+    """Raise `TrainingForbidden`, naming the runs, when `configs` (runs not current under `root`) is
+    not empty and the environment sets `NO_TRAIN`."""
+    if not configs or os.environ.get(NO_TRAIN, "") in ("", "0"):
+        return
+    named = ", ".join(run_dir(c, root).name for c in configs[:5])
+    raise TrainingForbidden(
+        f"{len(configs)} runs are not current in the store {root} and {NO_TRAIN} forbids training: "
+        f"{named}{' ...' if len(configs) > 5 else ''}"
+    )
+
 
 CallbacksFactory = Callable[[Config, Path], Sequence[Any]]
 """(config, run directory) -> the trainer callbacks of that run; a module-level function, so that it
@@ -82,6 +105,7 @@ def ensure(
     path = run_dir(config, root)
     if is_current(path):
         return "loaded"
+    refuse_training([config], root)
     with build_lock(path):
         if is_current(path):
             return "loaded"

@@ -30,7 +30,7 @@ from matplotlib.colors import TwoSlopeNorm
 from grpo_lab.analysis.stats import cost_table, effect_interval
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point, grid_points, preset_overrides
-from grpo_lab.experiments.store import BEHAVIOUR, ensure, is_current, run_dir
+from grpo_lab.experiments.store import BEHAVIOUR, ensure, is_current, refuse_training, run_dir
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics, seal, write_json_atomic
@@ -133,6 +133,7 @@ def run(design: Sequence[Point], settings: Profile, root: str | Path | None = No
     root = Path(settings.runs_dir() if root is None else root).resolve()
     runs = [p.config.replace(seed=s) for s in seeds for p in design]
     pending = [c for c in runs if not is_current(run_dir(c, root))]
+    refuse_training(pending, root)
     with torch_threads(1):  # as in a pool worker; not Config.torch_threads, which changes the run's key
         if pending:  # the first run of a process also pays for lazy loading: do it once, unrecorded
             train(pending[0].replace(steps=2, eval_every=2), out=None)

@@ -1,5 +1,7 @@
 """Figures: what each plot draws (lines, bars, labels, texts) from its data, and `save`."""
 
+import json
+
 import matplotlib
 import numpy as np
 import pandas as pd
@@ -172,3 +174,29 @@ def test_rule_heatmaps_say_when_no_rule_fired():
     counts = {"grpo": pd.DataFrame(index=pd.Index([], name="rule"), columns=["clean"], dtype=int)}
     fig = plots.rule_heatmaps(counts, {"grpo": {"clean": 2}}, title="t")
     assert [t.get_text() for t in fig.axes[0].texts] == ["no rule fired on any of the 2 runs"]
+
+
+def test_save_writes_the_data_a_figure_draws_beside_it(tmp_path, monkeypatch):
+    """NAME.json holds what the figure shows: labels, categories, line points, markers, bars, heatmap
+    values, texts; numbers to 6 digits, NaN as None; numeric tick labels are left out."""
+    fig, (left, right) = matplotlib.pyplot.subplots(1, 2)
+    left.plot([0, 1, 2], [0.1234567, np.nan, 0.3])
+    left.scatter([1.0], [2.0])
+    left.bar(["grpo", "dapo"], [1.0, 2.0])
+    left.set_title("panel")
+    left.text(0, 0, "note")
+    right.imshow([[1.0, 2.0], [3.0, 4.0]])
+    fig.suptitle("both")
+    monkeypatch.setenv(plots.FIGURES_DIR, str(tmp_path / "scratch"))
+    path = plots.save(fig, "07_demo")
+    assert path == tmp_path / "scratch" / "07_demo.png" and path.exists()
+    data = json.loads(path.with_suffix(".json").read_text())
+    assert data["title"] == "both"
+    first, second = data["axes"]
+    assert first["title"] == "panel" and first["texts"] == ["note"]
+    assert first["lines"] == [[[0.0, 0.123457], [1.0, None], [2.0, 0.3]]]
+    assert first["collections"] == [[[1.0, 2.0]]]
+    assert [bar[3] for bar in first["bars"]] == [1.0, 2.0]
+    assert first["xticklabels"] == ["grpo", "dapo"] and first["yticklabels"] == []
+    assert second["images"] == [[[1.0, 2.0], [3.0, 4.0]]]
+    assert plots.save(fig, "07_demo", directory=tmp_path) == tmp_path / "07_demo.png"  # an argument wins

@@ -52,3 +52,18 @@ def test_two_processes_asking_for_one_run_train_it_once(tmp_path):
     assert [racer.returncode for racer in racers] == [0, 0]
     assert statuses == ["loaded", "trained"]
     assert len(log.read_text().splitlines()) == 1
+
+
+def test_no_train_refuses_a_run_the_store_lacks_and_names_it(tmp_path, monkeypatch):
+    from grpo_lab import Config
+    from grpo_lab.experiments import execution, store
+
+    config = Config(model="tiny-model-not-loaded", task="judge", steps=1)
+    monkeypatch.setenv(store.NO_TRAIN, "1")
+    with pytest.raises(store.TrainingForbidden, match=r"1 runs are not current .* GRPO_LAB_NO_TRAIN forbids"):
+        store.ensure(config, tmp_path)
+    with pytest.raises(store.TrainingForbidden, match=store.run_dir(config, tmp_path).name):
+        execution.execute([config], tmp_path, workers=1, progress=False)
+    assert not any(tmp_path.iterdir())  # nothing written
+    monkeypatch.setenv(store.NO_TRAIN, "0")
+    store.refuse_training([config], tmp_path)  # '0' allows training
