@@ -27,13 +27,14 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from grpo_lab.analysis.power import paired
+from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.stats import EFFECTS, volatility
 from grpo_lab.registry import Registry
 
 VERDICTS = ("supported", "not supported", "inconclusive")
 DESIGNS = ("training", "cost")
-"""how a claim's runs are made: 'training' runs of the short-run profile (shared with 06), or
-'cost' runs timed one after the other (shared with 08)"""
+"""how a claim's runs are made: 'training' runs of the headline studies' profile (shared with 01-03),
+or 'cost' runs timed one after the other (shared with 08)"""
 
 
 @dataclass(frozen=True)
@@ -122,16 +123,31 @@ def _last_quarter(values: pd.Series) -> float:
     return float(values.tail(max(1, len(values) // 4)).mean())
 
 
-@RUN_METRICS.register("final_val_accuracy")
-def final_val_accuracy(run: pd.DataFrame) -> float:
-    """Validation accuracy (greedy decoding, held-out prompts) after the last update."""
-    return float(_column(run, "val/accuracy").iloc[-1])
+HEADLINE_REWARD = Score("val/reward", HEADLINE.window)
+"""the validation reward (greedy decoding; the judge's score on `judge`) over the headline score's
+window: a claim about the judge's reward is scored as the accuracy claims are"""
+WINDOWED = {"headline_score": HEADLINE, "headline_reward": HEADLINE_REWARD}
+"""the metrics that average a validation column over a window of the run's evaluations"""
 
 
-@RUN_METRICS.register("final_val_reward")
-def final_val_reward(run: pd.DataFrame) -> float:
-    """Validation reward (greedy decoding) after the last update: the judge score on `judge`."""
-    return float(_column(run, "val/reward").iloc[-1])
+def _windowed(run: pd.DataFrame, score: Score) -> float:
+    """`score` of one run; a clear error when the run never logged its column."""
+    _column(run, score.metric)
+    return score.of(run)
+
+
+@RUN_METRICS.register("headline_score")
+def headline_score(run: pd.DataFrame) -> float:
+    """The headline score every verdict uses (`analysis.scores.HEADLINE`): the sampled validation
+    accuracy, mean over the evaluations in the last half of the run's steps, which a single final
+    evaluation would leave to one checkpoint's swing."""
+    return _windowed(run, HEADLINE)
+
+
+@RUN_METRICS.register("headline_reward")
+def headline_reward(run: pd.DataFrame) -> float:
+    """The validation reward over the headline score's window (`HEADLINE_REWARD`)."""
+    return _windowed(run, HEADLINE_REWARD)
 
 
 @RUN_METRICS.register("mean_reward")
@@ -193,8 +209,8 @@ CRASH_STEPS = 5
 KL_BOUND = 1.0
 """nats per token: a run whose exact KL to the reference ends above this has drifted off (diverged)"""
 STALL_GAIN = 0.02
-"""a run whose validation accuracy rose by no more than this from its first evaluation converged
-prematurely (learned nothing within the budget)"""
+"""a run whose headline score rose by no more than this above its first evaluation (the sampled
+accuracy before any update) converged prematurely (learned nothing within the budget)"""
 
 
 @RUN_METRICS.register("final_temperature")
@@ -216,13 +232,15 @@ def crashed_early(run: pd.DataFrame) -> float:
 @RUN_METRICS.register("diverged_or_stalled")
 def diverged_or_stalled(run: pd.DataFrame) -> float:
     """1 when the run diverged (a non-finite training reward, or a final exact KL above `KL_BOUND`) or
-    converged prematurely (validation accuracy up by no more than `STALL_GAIN`), else 0: the tricks
-    review's "diverges or converges prematurely"."""
+    converged prematurely (its headline score up by no more than `STALL_GAIN` from step 0's, or no
+    evaluation in the score's window), else 0: the tricks review's "diverges or converges
+    prematurely". The gain is the headline score's, not the last evaluation's: a single greedy
+    checkpoint swings by more than `STALL_GAIN` from one evaluation to the next."""
     reward = _training(run, "reward")
     if not np.isfinite(reward.to_numpy()).all() or final_kl(run) > KL_BOUND:
         return 1.0
-    accuracy = _column(run, "val/accuracy")
-    return float(accuracy.iloc[-1] - accuracy.iloc[0] <= STALL_GAIN)
+    gain = _windowed(run, HEADLINE) - HEADLINE.start(run)
+    return float(not gain > STALL_GAIN)
 
 
 ON_FAILURE = {"crashed_early": 1.0, "diverged_or_stalled": 1.0}
@@ -253,7 +271,8 @@ class Claim:
     control: Mapping[str, Any] | None = field(default_factory=dict)
     """config fields of the comparison arm ({}: the base itself; None for effect 'value')"""
     design: str = "training"
-    """'training' (the short-run profile of `studies.sensitivity`) or 'cost' (`studies.cost`)"""
+    """'training' (the headline studies' runs on the study base, `studies.baseline`'s settings) or
+    'cost' (`studies.cost`)"""
     grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     """configurations the claim is about (field -> values): each arm runs at every combination, and
     a seed's score is the mean over them (e.g. the share of configurations that fail)"""
@@ -346,7 +365,8 @@ UNITS = {
 def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.Figure:
     """One small panel per claim: the effect (point) and its interval (bar), the claimed region
     shaded green, no effect dashed; the verdict in the title's colour. Each panel has its own scale;
-    a relative effect is drawn as the ratio treatment / control on a log axis."""
+    a relative effect is drawn as the ratio treatment / control on a log axis. The caption says over
+    how many seeds, and what each windowed metric of the table (`WINDOWED`) averages over which window."""
     by_name = {c.name: c for c in claims}
     nrows = -(-len(table) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.2 * nrows), squeeze=False)
@@ -384,11 +404,12 @@ def figure(table: pd.DataFrame, claims: Sequence[Claim], ncols: int = 4) -> plt.
     for ax in list(axes.flat)[len(table) :]:
         ax.axis("off")
     n = int(table["n"].max()) if len(table) else 0
-    fig.suptitle(
+    lines = [
         "claims of the Evaluation guide and the Tricks review: paired effect and 95% t-interval over "
         f"up to {n} seeds; green band: the claimed effects; MDE: minimum detectable effect (80% power, "
         "5% level)",
-        fontsize=10,
-    )
+        *(f"{name}: {score.caption()}" for name, score in WINDOWED.items() if name in set(table["metric"])),
+    ]
+    fig.suptitle("\n".join(lines), fontsize=10)
     fig.tight_layout()
     return fig

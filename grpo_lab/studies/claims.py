@@ -8,13 +8,15 @@ a stated number becomes a region where a choice was needed); the claims the lab 
 `UNTESTABLE`, with the reason. Each `source` names the document and section, e.g. "Tricks review
 §2.1 Length normalization".
 
-The study has two designs on two settings (training claims on the short runs of `sensitivity`, cost
-claims on the timed runs of `cost`), so `settings` and `design` return dicts keyed by 'training' and
-'cost' and `run` returns the runs of both (`Runs`); then `scores` and `figure`."""
+The study has two designs on two settings (training claims on the study base with the headline
+studies' settings, `baseline`'s, so an arm that 01-03 also train is their run; cost claims on the
+timed runs of `cost`), so `settings` and `design` return dicts keyed by 'training' and 'cost' and
+`run` returns the runs of both (`Runs`); then `scores` and `figure`. A claim on accuracy is scored
+with the headline score (`analysis.scores.HEADLINE`), as every verdict of the lab is."""
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,11 +40,13 @@ from grpo_lab.analysis.claims import (
     greater,
     less,
 )
+from grpo_lab.config import Config
 from grpo_lab.experiments import run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
-from grpo_lab.studies import cost, sensitivity
+from grpo_lab.studies import baseline, cost
+from grpo_lab.studies.base import base
 
 FAILURE_GRID = {"learning_rate": (1e-4, 1e-3), "kl_coef": (0.01, 0.2)}
 """the configurations over which the share of failing runs is counted: a slow and a fast learning
@@ -53,7 +57,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement="On dense judge rewards squeezed into [0.75, 0.85], dividing by each group's std blows "
         "tiny differences up into a high-variance signal and does worse than scaling by the batch std",
         source="Tricks review §2.1 Length normalization",
-        metric="final_val_reward",
+        metric="headline_reward",
         effect="difference",
         region=less(),
         treatment={"task": "judge"},
@@ -73,7 +77,7 @@ CLAIMS: tuple[Claim, ...] = (
         name="batch_norm_hurts",
         statement="Normalizing advantages over the whole batch on top of the group normalization hurts",
         source="Tricks review §2.2 PPO tricks ported to GRPO",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=less(),
         treatment={"adv_batch_norm": True},
@@ -102,11 +106,11 @@ CLAIMS: tuple[Claim, ...] = (
         name="adv_clip_same_outcome",
         statement="Advantage clipping (at 2) leaves the outcome unchanged (within 3 points of accuracy)",
         source="Tricks review §2.2 PPO tricks ported to GRPO",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=equivalent(0.03),
         treatment={"adv_clip": 2.0},
-        reading="'does nothing' read as: no change of final accuracy beyond 3 points",
+        reading="'does nothing' read as: no change of the headline score beyond 3 points",
     ),
     Claim(
         name="length_norm_shorter",
@@ -122,7 +126,7 @@ CLAIMS: tuple[Claim, ...] = (
         name="length_norm_gains_accuracy",
         statement="... and raises accuracy by 1.2 points",
         source="Tricks review §2.1 Length normalization",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=between(0.002, 0.022),
         treatment=TRICKS["length_norm"],
@@ -173,8 +177,8 @@ CLAIMS: tuple[Claim, ...] = (
         control=None,
         grid=FAILURE_GRID,
         reading="per seed, the share of the grid's configurations that diverge (non-finite reward, or "
-        f"exact KL above {KL_BOUND:g} nats per token at the end) or stall (validation accuracy up by "
-        f"at most {STALL_GAIN:g}); 60% read as 50-70%",
+        f"exact KL above {KL_BOUND:g} nats per token at the end) or stall (headline score at most "
+        f"{STALL_GAIN:g} above the sampled accuracy at step 0); 60% read as 50-70%",
     ),
     Claim(
         name="threshold_kl_fails_less",
@@ -196,15 +200,17 @@ CLAIMS: tuple[Claim, ...] = (
         region=greater(0.5),
         treatment={**TRICKS["adaptive_kl"], **TRICKS["length_norm"]},
         control=None,
-        reading="group normalization is GRPO's own advantage; 'crash' read as: most seeds stop, or log "
-        f"a non-finite loss or reward, within {CRASH_STEPS} steps",
+        reading="group normalization is GRPO's own advantage; 'a dynamic KL coefficient' read as the "
+        "threshold-triggered coefficient of the same section (02's conflict reads it as the per-token "
+        "weight `dynamic_kl`); 'crash' read as: most seeds stop, or log a non-finite loss or reward, "
+        f"within {CRASH_STEPS} steps",
     ),
     Claim(
         name="chat_needs_no_length_norm",
         statement="On a chat task scored by a judge, GRPO with a simple adaptive KL is enough: length "
         "normalization adds nothing",
         source="Tricks review §3.2 Configurations by task",
-        metric="final_val_reward",
+        metric="headline_reward",
         effect="difference",
         region=at_most(0.01),
         treatment={"task": "judge", **TRICKS["adaptive_kl"], **TRICKS["length_norm"]},
@@ -216,7 +222,7 @@ CLAIMS: tuple[Claim, ...] = (
         name="math_needs_length_norm",
         statement="On math reasoning, length normalization is needed: without it the outcome is worse",
         source="Tricks review §3.2 Configurations by task",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=greater(),
         treatment=TRICKS["length_norm"],
@@ -246,11 +252,11 @@ CLAIMS: tuple[Claim, ...] = (
         name="learnable_temperature_gain",
         statement="A learnable temperature improves the final result by 4-6%",
         source="Tricks review §2.2 PPO tricks ported to GRPO",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="relative",
         region=between(0.04, 0.06),
         treatment=TRICKS["learnable_temperature"],
-        reading="a relative gain of final accuracy (4-6% of the control's accuracy, not points)",
+        reading="a relative gain of the headline score (4-6% of the control's score, not points)",
     ),
     Claim(
         name="learned_temperature_late",
@@ -297,11 +303,11 @@ CLAIMS: tuple[Claim, ...] = (
         statement="Growing the groups whose rewards are all equal (dynamic group size) ends close to a "
         "fixed group (within 3 points of accuracy)",
         source="Tricks review §3.1 Verdict table",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=equivalent(0.03),
         treatment={"dynamic_group_size": True},
-        reading="'not much different' read as: within 3 points of final accuracy",
+        reading="'not much different' read as: within 3 points of the headline score",
     ),
     Claim(
         name="dynamic_group_costly",
@@ -318,7 +324,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement="With too small a group (G = 2 against 8) the advantage estimate is too noisy and the "
         "outcome worse",
         source="Tricks review §1.2 What the tricks repair; Evaluation guide §4.3 Sampling efficiency",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=less(),
         treatment={"group_size": 2},
@@ -329,7 +335,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement="A larger group (G = 16 against 8) costs more without a clear gain (under 3 points of "
         "accuracy)",
         source="Tricks review §1.2 What the tricks repair",
-        metric="final_val_accuracy",
+        metric="headline_score",
         effect="difference",
         region=at_most(0.03),
         treatment={"group_size": 16},
@@ -432,9 +438,12 @@ def catalogue(profile: str) -> tuple[Claim, ...]:
 def settings(
     profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
 ) -> dict[str, Profile]:
-    """The profile of each design: 'training', the short-run profile of `sensitivity` (`steps`
-    overrides its steps, so 06's runs are reused); 'cost', the profile of `cost` (08's runs)."""
-    return {"training": sensitivity.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
+    """The profile of each design: 'training', the profile of `baseline` (01's runs: under the full
+    profile 3 paired seeds of 60 steps, validated at step 0 and every 5 steps in the scored tail, as
+    02's and the schemes' first look are, so the control arm is the grpo runs of 01 and 03 and an arm
+    equal to one of 02's points, batch norm on group norm, is 02's run; `steps` overrides its steps);
+    'cost', the profile of `cost` (08's runs); `seeds` as the notebook sets them, for both."""
+    return {"training": baseline.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
 
 
 def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
@@ -446,21 +455,21 @@ def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
 
 def design(settings: Mapping[str, Profile], claims: Sequence[Claim] | None = None) -> dict[str, list[Point]]:
     """Design -> the points of every configuration the claims (default: the profile's `catalogue`)
-    need there, on that design's base (`sensitivity`'s for 'training', `cost`'s for 'cost'), each
-    labelled by its overrides (`arm_label`); a design no claim uses has no points."""
+    need there, on that design's base (the study base, `studies.base`, for 'training'; `cost`'s for
+    'cost'), each labelled by its overrides (`arm_label`); a design no claim uses has no points."""
     chosen = catalogue(settings["training"].name) if claims is None else claims
     unknown = sorted({c.design for c in chosen} - set(settings))
     if unknown:
         raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
-    bases = {"training": sensitivity.base_config, "cost": cost.base_config}
+    bases: dict[str, Callable[[Profile], Config]] = {"training": base, "cost": cost.base_config}
     designs: dict[str, list[Point]] = {name: [] for name in bases}
     for name, make_base in bases.items():
         wanted = [c for c in chosen if c.design == name]
         if not wanted:
             continue
-        base = make_base(settings[name])
+        start = make_base(settings[name])
         arms = {arm_label(o): o for c in wanted for arm in configurations(c).values() for o in arm}
-        designs[name] = [Point(label, {}, base.replace(**o)) for label, o in arms.items()]
+        designs[name] = [Point(label, {}, start.replace(**o)) for label, o in arms.items()]
     return designs
 
 

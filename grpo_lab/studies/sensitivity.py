@@ -4,7 +4,6 @@ outcome smooth around the default, or is there a steep failure boundary?" Each k
 alone around the study base (`grpo_lab.studies.base`) on short runs; the outcome against the value
 is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
 
-The short-run profile defined here is shared with the claims study (09), so both reuse the same runs.
 `settings` / `design` / `run`, then `outcome_table`, `cliff_table` and `figure`."""
 
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies.base import base as study_base
 
 FULL = Budget(seeds=(0, 1, 2), steps=20)
-"""the short-run budget of 06 and 09 under the full profile: 3 seeds of 20 steps, validated only
+"""the short-run budget of 06 under the full profile: 3 seeds of 20 steps, validated only
 before the first and after the last update (the outcome is the final validation; `docs/studies.md`,
 "Sizing the full profile")"""
 

@@ -9,6 +9,7 @@ import pytest
 
 from grpo_lab.analysis import claims
 from grpo_lab.analysis.claims import Claim, at_most, between, equivalent, greater, less, noninferior, verdict
+from grpo_lab.analysis.scores import HEADLINE
 
 # --- the decision rule -----------------------------------------------------------------------------
 
@@ -49,7 +50,7 @@ def test_regions_describe_themselves_and_refuse_empty_ranges():
 
 
 def synthetic_claim(region, effect="difference", control=True) -> Claim:
-    return Claim("c", "a claim", "doc", "final_val_accuracy", effect, region, {"adv_clip": 2.0},
+    return Claim("c", "a claim", "doc", "headline_score", effect, region, {"adv_clip": 2.0},
                  {} if control else None)  # fmt: skip
 
 
@@ -142,14 +143,21 @@ def synthetic_run() -> pd.DataFrame:
         "time/step_s": [9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
         "entropy": [1.0] * 4 + [0.5] * 4,
     })  # fmt: skip
-    final = pd.DataFrame({"step": [0, 8], "val/accuracy": [0.3, 0.55], "val/reward": [0.3, 0.55]})
-    return pd.concat([run, final], ignore_index=True)
+    validation = pd.DataFrame({
+        "step": [0, 4, 6, 8],
+        "val/accuracy": [0.3, 0.6, 0.4, 0.55],
+        "val/reward": [0.3, 0.5, 0.5, 0.8],
+        "val/sampled_accuracy": [0.2, 0.4, 0.5, 0.6],
+    })  # evaluated at step 0 and in the last half, as a headline run  # fmt: skip
+    return pd.concat([run, validation], ignore_index=True)
 
 
 def test_run_metrics_on_a_synthetic_run():
     run = synthetic_run()
     metric = claims.RUN_METRICS.get
-    assert metric("final_val_accuracy")(run) == 0.55
+    assert metric("headline_score")(run) == pytest.approx(0.5)  # steps 4, 6, 8: the last half
+    assert metric("headline_score")(run) == HEADLINE.of(run)
+    assert metric("headline_reward")(run) == pytest.approx(0.6)
     assert metric("mean_reward")(run) == pytest.approx(0.35)
     assert metric("kl_volatility")(run) == pytest.approx(np.std([0.1, -0.1] * 3 + [0.1], ddof=1))
     assert metric("final_length")(run) == pytest.approx(14.5)  # last quarter: 14, 15
@@ -157,6 +165,8 @@ def test_run_metrics_on_a_synthetic_run():
     assert metric("early_entropy")(run) == 1.0
     with pytest.raises(ValueError, match="never logged 'advantages/clipped_frac'"):
         metric("clipped_frac")(run)
+    with pytest.raises(ValueError, match="never logged 'val/sampled_accuracy'"):
+        metric("headline_score")(run.drop(columns="val/sampled_accuracy"))
 
 
 def test_failure_metrics_on_synthetic_runs():
@@ -167,16 +177,19 @@ def test_failure_metrics_on_synthetic_runs():
     broken.loc[2, "loss"] = np.nan
     assert metric("crashed_early")(broken) == 1.0
     assert metric("crashed_early")(run[run["step"] < 3]) == 1.0  # stopped after 3 steps
-    assert metric("diverged_or_stalled")(run) == 0.0  # accuracy 0.3 -> 0.55, KL small
-    stalled = run.copy()
-    stalled.loc[stalled["val/accuracy"].notna(), "val/accuracy"] = [0.30, 0.31]
+    assert metric("diverged_or_stalled")(run) == 0.0  # headline score 0.5, up 0.3 from step 0; KL small
+    stalled = run.copy()  # the last greedy evaluation is up 0.25, the headline score 0.01
+    stalled.loc[stalled["val/sampled_accuracy"].notna(), "val/sampled_accuracy"] = [0.2, 0.2, 0.21, 0.22]
     assert metric("diverged_or_stalled")(stalled) == 1.0
+    assert metric("diverged_or_stalled")(run[run["step"] < 4]) == 1.0  # no evaluation in the window
     drifted = run.assign(**{"kl/exact": 5.0})
     assert metric("diverged_or_stalled")(drifted) == 1.0
     assert set(claims.ON_FAILURE) <= set(claims.RUN_METRICS.names())
 
 
 def test_final_temperature_is_the_late_learned_temperature():
-    run = synthetic_run().assign(**{"temperature/learned": np.linspace(1.0, 0.1, 10)})
-    late = claims.RUN_METRICS.get("final_temperature")(run)
-    assert late == pytest.approx(np.linspace(1.0, 0.1, 10)[:8][-2:].mean())
+    learned = np.linspace(1.0, 0.1, len(synthetic_run()))
+    late = claims.RUN_METRICS.get("final_temperature")(
+        synthetic_run().assign(**{"temperature/learned": learned})
+    )
+    assert late == pytest.approx(learned[:8][-2:].mean())  # the last quarter of the 8 training steps

@@ -1,5 +1,5 @@
-"""The claims study: the catalogue's validity, the runs it shares with 06 and 08, and the whole path
-from runs to verdicts on tiny runs."""
+"""The claims study: the catalogue's validity, the runs it shares with 01-03 and 08, and the whole
+path from runs to verdicts on tiny runs."""
 
 import re
 from pathlib import Path
@@ -8,11 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_lab import plan
 from grpo_lab.analysis import claims
 from grpo_lab.analysis.claims import Claim, arm_label, greater
 from grpo_lab.config import Config
+from grpo_lab.experiments.designs import Point
+from grpo_lab.presets import TRICKS
+from grpo_lab.profiles import PROFILES, Profile
+from grpo_lab.studies import ablations, baseline, cost
 from grpo_lab.studies import claims as claims_study
-from grpo_lab.studies import cost, sensitivity
+from grpo_lab.studies.base import base
 
 # --- the catalogue ---------------------------------------------------------------------------------
 
@@ -21,19 +26,17 @@ def test_claim_refuses_bad_declarations():
     with pytest.raises(ValueError, match="unknown metric"):
         Claim("c", "s", "d", "accuracy", "difference", greater(), {})
     with pytest.raises(ValueError, match="unknown effect"):
-        Claim("c", "s", "d", "final_val_accuracy", "ratio", greater(), {})
+        Claim("c", "s", "d", "headline_score", "ratio", greater(), {})
     with pytest.raises(ValueError, match="unknown design"):
-        Claim("c", "s", "d", "final_val_accuracy", "difference", greater(), {}, design="gpu")
+        Claim("c", "s", "d", "headline_score", "difference", greater(), {}, design="gpu")
     with pytest.raises(ValueError, match="takes no control"):
-        Claim("c", "s", "d", "final_val_accuracy", "value", greater(), {})
+        Claim("c", "s", "d", "headline_score", "value", greater(), {})
 
 
 @pytest.mark.parametrize("profile", ["smoke", "full"])
 def test_every_claim_builds_valid_and_distinct_arms(profile):
-    bases = {
-        "training": sensitivity.base_config(sensitivity.settings(profile)),
-        "cost": cost.base_config(cost.settings(profile)),
-    }
+    settings = claims_study.settings(profile)
+    bases = {"training": base(settings["training"]), "cost": cost.base_config(settings["cost"])}
     catalogue = claims_study.catalogue(profile)
     assert len({c.name for c in catalogue}) == len(catalogue)
     for claim in catalogue:
@@ -52,12 +55,46 @@ def test_cost_claims_reuse_the_cost_study_configs():
             assert all(base.replace(**o).key() in design for o in claim.arms().values()), claim.name
 
 
-def test_group_size_claims_reuse_the_sensitivity_runs():
-    base = sensitivity.base_config(sensitivity.settings("full"))
-    scanned = {p.config.key() for scan in sensitivity.SCANS for p in sensitivity.points(base, scan)}
-    for claim in claims_study.CLAIMS:
-        if "group_size" in claim.treatment:
-            assert all(base.replace(**o).key() in scanned for o in claim.arms().values()), claim.name
+def run_keys(points: list[Point], settings: Profile, label: str) -> set[str]:
+    """The run keys of the point labelled `label` over the settings' seeds."""
+    return {p.config.replace(seed=seed).key() for p in points if p.label == label for seed in settings.seeds}
+
+
+def test_training_claims_share_the_headline_runs():
+    """Under the full profile the claims' control arm is the grpo runs of 01 and of the schemes' first
+    look, and the batch-norm arm is 02's conflict run: the same configs, so the store trains each once."""
+    settings = claims_study.settings("full")
+    points = claims_study.design(settings)["training"]
+    control = run_keys(points, settings["training"], arm_label({}))
+    batch_norm = run_keys(points, settings["training"], arm_label(TRICKS["batch_reward_norm"]))
+    assert len(control) == len(batch_norm) == 3
+
+    first = baseline.settings("full")
+    assert control == run_keys(baseline.design(first), first, "grpo")
+    assert control <= {config.key() for config in plan.study_runs("schemes", "full")}
+    two = ablations.settings("full")
+    assert batch_norm == run_keys(ablations.conflict_points(two), two, "batch norm on group norm")
+
+
+def test_the_training_claims_are_scored_like_the_headline_runs():
+    """Under the full profile the training claims' runs are 60 steps validated at step 0 and every 5
+    steps in the scored tail, and each validation metric finds its evaluations there; the smoke
+    profile keeps its few steps."""
+    training = claims_study.settings("full")["training"]
+    assert training.seeds == (0, 1, 2) and training.steps == 60
+    assert training.eval_every == 5 and training.eval_start == 30
+    assert claims_study.settings("smoke")["training"].steps == PROFILES["smoke"].steps
+
+    evaluated = [0, *range(training.eval_start, training.steps + 1, training.eval_every)]
+    tail = len(evaluated) - 1
+    steps = pd.DataFrame({"step": range(training.steps), "reward": 0.5, "loss": 0.1, "kl/exact": 0.01})
+    validation = pd.DataFrame({"step": evaluated, "val/accuracy": 0.5, "val/reward": [0.3] + [0.7] * tail,
+                               "val/sampled_accuracy": [0.1] + [0.2] * tail})  # fmt: skip
+    run = pd.concat([steps, validation], ignore_index=True)
+    metric = claims.RUN_METRICS.get
+    assert metric("headline_score")(run) == pytest.approx(0.2)  # the tail's evaluations, not step 0's
+    assert metric("headline_reward")(run) == pytest.approx(0.7)
+    assert metric("diverged_or_stalled")(run) == 0.0  # up 0.1 from step 0
 
 
 # --- from runs to verdicts -------------------------------------------------------------------------
@@ -86,7 +123,8 @@ def test_scores_and_verdicts_from_real_runs(tmp_path):
 
 def test_settings_give_each_design_its_profile():
     settings = claims_study.settings("full", [0, 1], steps=30)
-    assert settings["training"].steps == 30 and settings["training"].eval_every == 30
+    assert settings["training"].steps == 30 and settings["training"].seeds == (0, 1)
+    assert settings["training"].eval_every == 5 and settings["training"].eval_start == 15
     assert settings["cost"].steps == cost.FULL.steps and settings["cost"].seeds == (0, 1)
     cost_claim = next(c for c in claims_study.CLAIMS if c.design == "cost")
     with pytest.raises(ValueError, match="no profile for the design"):
@@ -137,18 +175,19 @@ def test_failed_runs_score_as_failures_only_where_failing_is_measured():
     """A failed run counts as a crash for the crash claim and leaves its seed out elsewhere."""
     crash = next(c for c in claims_study.CLAIMS if c.name == "three_tricks_crash")
     gain = next(c for c in claims_study.CLAIMS if c.name == "math_needs_length_norm")
-    treated, base = arm_label(crash.treatment), arm_label(gain.treatment)
-    rows = [{"label": label, "seed": seed, "step": step, "reward": 0.5, "loss": 0.1, "val/accuracy": 0.4}
-            for label in (arm_label({}), base) for seed in (0, 1) for step in range(6)]  # fmt: skip
+    treated, normed = arm_label(crash.treatment), arm_label(gain.treatment)
+    logged = {"reward": 0.5, "loss": 0.1, "val/sampled_accuracy": 0.4}
+    rows = [{"label": label, "seed": seed, "step": step, **logged}
+            for label in (arm_label({}), normed) for seed in (0, 1) for step in range(6)]  # fmt: skip
     rows += [{"label": treated, "seed": 1, "step": step, "reward": 0.5, "loss": 0.1} for step in range(6)]
 
-    runs = claims_study.Runs({"training": pd.DataFrame(rows)}, frozenset({(treated, 0), (base, 1)}))
+    runs = claims_study.Runs({"training": pd.DataFrame(rows)}, frozenset({(treated, 0), (normed, 1)}))
     settings = claims_study.settings("smoke", [0, 1])
     table = claims_study.scores([crash, gain], runs, settings).set_index(["claim", "arm", "seed"])
     assert table.loc[("three_tricks_crash", "treatment", 0), "score"] == 1.0  # failed: crashed
     assert table.loc[("three_tricks_crash", "treatment", 1), "score"] == 0.0  # ran 6 clean steps
     assert np.isnan(table.loc[("math_needs_length_norm", "treatment", 1), "score"])  # no outcome
-    assert table.loc[("math_needs_length_norm", "control", 1), "score"] == 0.4
+    assert table.loc[("math_needs_length_norm", "control", 1), "score"] == pytest.approx(0.4)
 
 
 def test_the_untestable_claims_each_give_a_reason():
