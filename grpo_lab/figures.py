@@ -307,8 +307,8 @@ def check(root: Path | None = None, workers: int = 2) -> list[str]:
     the plan must have nothing to train for them; `pytest --nbval` re-executes each against the store
     with training forbidden (`NO_TRAIN`), comparing every output with the committed one after
     `SANITIZE`; the figures it writes go to a scratch directory, and each must show the same data
-    (`figures_differ`) as the committed figure of that name, and every committed figure of a checked
-    notebook (`NN_*`) must have been written again."""
+    (`figures_differ`) as the committed figure of that name (PNG and JSON), and every committed figure
+    of a checked notebook (`NN_*`) must have been written again."""
     root = root or project_root()
     executed = sorted(executed_dir(root, "full").glob("[0-9][0-9]_*.ipynb"))
     if not executed:
@@ -337,18 +337,21 @@ def check(root: Path | None = None, workers: int = 2) -> list[str]:
             problems.append(f"pytest --nbval failed (exit {result.returncode})")
         written = {p.stem: p for p in Path(scratch).glob("*.json")}
         committed = {
-            p.stem: p
+            p.stem
             for nb in executed
-            for p in (root / "figures").glob(f"{nb.stem.split('_', 1)[0]}_*.json")
-            if not p.stem.endswith("_smoke")
+            for p in (root / "figures").glob(f"{nb.stem.split('_', 1)[0]}_*.*")
+            if p.suffix in (".png", ".json") and not p.stem.endswith("_smoke")
         }
-        for name in sorted(committed.keys() - written.keys()):
+        for name in sorted(committed - written.keys()):
             problems.append(f"{name}: committed, but its notebook no longer writes it")
         for name, path in sorted(written.items()):
-            if name not in committed:
-                problems.append(f"{name}: written from the runs, but not committed in figures/")
+            data = root / "figures" / f"{name}.json"
+            if not data.exists() or not data.with_suffix(".png").exists():
+                problems.append(
+                    f"{name}: written from the runs, but not committed in figures/ (PNG and JSON)"
+                )
                 continue
-            difference = figures_differ(json.loads(committed[name].read_text()), json.loads(path.read_text()))
+            difference = figures_differ(json.loads(data.read_text()), json.loads(path.read_text()))
             if difference:
                 problems.append(f"{name}: differs from the committed figure at {difference}")
     return problems

@@ -252,7 +252,7 @@ def test_check_passes_on_what_the_notebooks_give_and_names_what_no_longer_follow
     executed.write_text(kept)
 
     committed.write_text(committed.read_text().replace("0.5", "0.625"))
-    (tmp_path / "figures" / "05_old.json").write_text("{}")
+    (tmp_path / "figures" / "05_old.png").write_bytes(b"\x89PNG left from an earlier version")
     line_notebook(tmp_path, 0.75)  # the source changed since the committed execution
     assert figures.check(tmp_path, workers=1) == [
         "05_line: figures/notebooks/05_line.ipynb was executed from another version of "
