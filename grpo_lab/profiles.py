@@ -91,7 +91,7 @@ def profile(
 @dataclass(frozen=True)
 class Budget:
     """A study's budget under the full profile: the module constant its `settings` resolves. Studies
-    that ask for the same runs (02 and 12, 03 and 12, 06 and 09) resolve the same constant, so their
+    that ask for the same runs (02 and 12, 03 and 12, 01 and 09) resolve the same constant, so their
     runs stay shared through the store (`Profile.runs_dir()`)."""
 
     seeds: tuple[int, ...]
