@@ -114,7 +114,6 @@ def collect(
 
 def _with_ids(frame: pd.DataFrame, ids: dict[str, Any]) -> pd.DataFrame:
     """`frame` with the identifying columns first (a swept field replaces a metric of the same name)."""
-    out = frame.drop(columns=list(ids), errors="ignore")
-    for i, (name, value) in enumerate(ids.items()):
-        out.insert(i, name, [value] * len(out))
-    return out
+    rest = frame.drop(columns=list(ids), errors="ignore")
+    first = pd.DataFrame({name: [value] * len(rest) for name, value in ids.items()}, index=rest.index)
+    return pd.concat([first, rest], axis=1)  # one block: inserting column by column fragments the frame
