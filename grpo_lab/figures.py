@@ -44,6 +44,10 @@ SANITIZE = Path(__file__).with_name("nbval_sanitize.cfg")
 dates, paths, the random ids of styled tables)"""
 RTOL = 1e-6
 """relative tolerance between a regenerated figure's numbers and the committed ones (6 digits)"""
+UNCHECKED = {
+    "10_playground": "a live session: it trains in the notebook, so its figure follows from no stored run",
+}
+"""the executed notebooks `check` leaves out, with why: their outputs do not follow from `results/`"""
 
 
 def regenerate(
@@ -303,14 +307,18 @@ def _kept_sections(path: Path, recorded: set[str]) -> dict[str, list[str]]:
 
 def check(root: Path | None = None, workers: int = 2) -> list[str]:
     """Check the committed full-profile figures against the committed runs; returns the problems
-    (none: every check passed). For the notebooks executed under the full profile (`executed_dir`):
+    (none: every check passed). For the notebooks executed under the full profile (`executed_dir`),
+    but those of `UNCHECKED`:
     the plan must have nothing to train for them; `pytest --nbval` re-executes each against the store
     with training forbidden (`NO_TRAIN`), comparing every output with the committed one after
     `SANITIZE`; the figures it writes go to a scratch directory, and each must show the same data
     (`figures_differ`) as the committed figure of that name (PNG and JSON), and every committed figure
     of a checked notebook (`NN_*`) must have been written again."""
     root = root or project_root()
-    executed = sorted(executed_dir(root, "full").glob("[0-9][0-9]_*.ipynb"))
+    found = sorted(executed_dir(root, "full").glob("[0-9][0-9]_*.ipynb"))
+    executed = [p for p in found if p.stem not in UNCHECKED]
+    for skipped in sorted({p.stem for p in found} & UNCHECKED.keys()):
+        print(f"not checked: {skipped}, {UNCHECKED[skipped]}", flush=True)
     if not executed:
         return [f"no executed full-profile notebook in {executed_dir(root, 'full')}"]
     planned = plan("full", [p.stem for p in executed], root=root)
