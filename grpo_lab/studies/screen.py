@@ -48,8 +48,9 @@ FACTORS: dict[str, Component] = {**TRICKS, "group_reward_norm": GROUP_REWARD_NOR
 """the 16 factors of the screen: name -> the config changes that switch it on (or an (on, off) pair)"""
 FULL = Budget(seeds=(0,), steps=60, eval_every=5, scored_tail=True)
 """under the full profile: one block of the 32 runs, 60 steps, validated every 5 steps in the
-scored tail (the headline score's run, as the schemes'): at the score pilot's run-to-run sd every
-main effect's MDE is within 0.15 of grpo's gain (`docs/studies.md`, "Sizing the full profile")"""
+scored tail (the headline score's run, as the schemes'). Sized for the score pilot's run-to-run sd
+(MDE 0.12 x grpo's gain); the interactions of the runs made it 0.95 x gain (`docs/studies.md`, "What
+the screen measured")"""
 SEED_STRIDE = 1000
 """run i of block b trains with seed SEED_STRIDE x b + i (a block holds fewer runs than this)"""
 SMOKE_SEEDS = (0,)
