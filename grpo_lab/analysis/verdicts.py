@@ -77,11 +77,8 @@ def run_scores(
 
 
 def _ratio(arm: pd.Series, reference: pd.Series) -> float:
-    """Mean of the arm over mean of the reference (NaN when undefined)."""
-    a, r = (
-        float(np.nanmean(arm)) if len(arm) else np.nan,
-        float(np.nanmean(reference)) if len(reference) else np.nan,
-    )
+    """Mean of the arm over mean of the reference (NaN when undefined: no finite value on a side)."""
+    a, r = (float(side.mean()) if side.notna().any() else np.nan for side in (arm, reference))
     return a / r if np.isfinite(a) and np.isfinite(r) and r != 0 else np.nan
 
 
