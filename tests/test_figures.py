@@ -147,25 +147,33 @@ def test_stamp_records_the_commit(tmp_path):
     assert figures.git_commit(tmp_path) == "unknown"  # not a git checkout
 
 
-@pytest.mark.slow
-def test_regenerate_runs_a_notebook_and_indexes_its_figure(tmp_path):
-    """A one-figure notebook under papermill in a scratch project: the index names it, with the
-    injected profile and the figure it wrote."""
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "grpo_lab").mkdir()
+def line_notebook(root: Path, y: float, name: str = "'05_line'") -> Path:
+    """A study-free notebook (nothing to train) that prints a number and saves a one-line figure
+    named by the expression `name`."""
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('profile = "smoke"')
     params.metadata["tags"] = ["parameters"]
     draw = nbformat.v4.new_code_cell(
         "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
         "from grpo_lab.analysis import plots\n"
-        "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
-        "plots.save(fig, f'05_line_{profile}', directory='figures')"
+        f"fig, ax = plt.subplots()\nax.plot([0, 1], [0, {y}])\n"
+        f"plots.save(fig, {name})\nprint('slope', {y!r})"
     )
     nb.cells = [params, draw]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    (tmp_path / "notebooks").mkdir()
-    nbformat.write(nb, tmp_path / "notebooks" / "05_line.ipynb")
+    (root / "notebooks").mkdir(exist_ok=True)
+    path = root / "notebooks" / "05_line.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_regenerate_runs_a_notebook_and_indexes_its_figure(tmp_path):
+    """A one-figure notebook under papermill in a scratch project: the index names it, with the
+    injected profile and the figure it wrote."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "grpo_lab").mkdir()
+    line_notebook(tmp_path, 1.0, name="f'05_line_{profile}'")
     assert figures.regenerate("full", root=tmp_path) == []
     text = (tmp_path / "figures" / "README.md").read_text()
     assert "## 05_line" in text and "[05_line_full.png](05_line_full.png)" in text
@@ -207,25 +215,6 @@ def test_figures_differ_names_the_first_difference_beyond_the_tolerance():
     assert figures.figures_differ({"x": [1.0]}, {"x": [1.0, 2.0]}) == "x: 1 items != 2"
     assert figures.figures_differ({"x": [None]}, {"x": [0.0]}) == "x[0]: None != 0.0"
     assert figures.figures_differ({"x": "a"}, {"y": "a"}) == "top: keys ['x'] != ['y']"
-
-
-def line_notebook(root: Path, y: float) -> Path:
-    """A study-free notebook (nothing to train) that prints a number and saves a one-line figure."""
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('profile = "smoke"')
-    params.metadata["tags"] = ["parameters"]
-    draw = nbformat.v4.new_code_cell(
-        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-        "from grpo_lab.analysis import plots\n"
-        f"fig, ax = plt.subplots()\nax.plot([0, 1], [0, {y}])\n"
-        "plots.save(fig, '05_line')\nprint('slope', " + repr(y) + ")"
-    )
-    nb.cells = [params, draw]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    (root / "notebooks").mkdir(exist_ok=True)
-    path = root / "notebooks" / "05_line.ipynb"
-    nbformat.write(nb, path)
-    return path
 
 
 @pytest.mark.slow
