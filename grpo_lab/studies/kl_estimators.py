@@ -21,12 +21,17 @@ KL per completion), the same normalization for every placement, so norms compare
 gradient is the KL part alone (no advantage, baseline or whitening).
 
 `settings` / `design` / `run` as in every study; unlike the others, the measures are not read from
-the run logs alone: `measure` samples fresh batches on the snapshots the runs kept (`sizes` says how
-many), then `estimator_table`, `gradient_table` and the figures (`figure`: estimator bias and noise;
-`figure_training`, `figure_gradients`)."""
+the metrics alone: at the end of each run, `SnapshotMeasurer` samples fresh batches on the snapshots
+the run kept (`sizes` says how many), writes the two tables (`TOKENS_FILE`, `GRADIENTS_FILE`) into the
+run's directory and deletes the snapshots and the checkpoint, so the store keeps a few kilobytes of
+measures instead of the weights (sealed with the run: a changed table is a torn run). `measures`
+reads them back; then `estimator_table`, `gradient_table` and the figures (`figure`: estimator bias
+and noise; `figure_training`, `figure_gradients`)."""
 
+import shutil
 import zlib
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +52,6 @@ from grpo_lab.models.sampler import Rollout, sample
 from grpo_lab.objective import kl_estimate
 from grpo_lab.objective.advantages import reward_to_go
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.runlog import read_config
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.training import checkpoint
@@ -69,6 +73,10 @@ BATCHES = 4
 """fresh batches measured per snapshot under the full profile"""
 MEASURE_SEED = 10_000
 """offset of the prompt stream used for measurement (never one a training run draws)"""
+TOKENS_FILE = "kl_tokens.csv"
+"""in a run's directory: the per-token estimator measures of its snapshots (`measure_run`)"""
+GRADIENTS_FILE = "kl_gradients.csv"
+"""in a run's directory: the placements' gradient measures of its snapshots (`measure_run`)"""
 
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
@@ -115,9 +123,35 @@ class SnapshotKeeper:
         """Nothing to keep at the end: the last checkpoint was copied when the final row was logged."""
 
 
-def snapshot_callbacks(config: Config, run_dir: Path) -> list[SnapshotKeeper]:
-    """`callbacks_factory` for `experiments`: a `SnapshotKeeper` at the config's checkpoint interval."""
-    return [SnapshotKeeper(run_dir, config.checkpoint_every)]
+class SnapshotMeasurer:
+    """Trainer callback that, at the end of a run, measures its snapshots (`measure_run`, `batches`
+    fresh batches each), writes the tables into the run's directory and deletes the snapshots and
+    the checkpoint: only the measures are stored. Runs after `SnapshotKeeper`, which copies the last
+    snapshot when the final row is logged."""
+
+    def __init__(self, run_dir: str | Path, config: Config, batches: int) -> None:
+        if batches < 1:
+            raise ValueError(f"batches must be >= 1, got {batches}")
+        self.run_dir, self.config, self.batches = Path(run_dir), config, batches
+
+    def on_step(self, step: int, row: dict) -> None:
+        """Nothing to do before the end."""
+
+    def on_end(self, summary: dict) -> None:
+        tokens, grads = measure_run(self.run_dir, self.config, self.batches)
+        tokens.to_csv(self.run_dir / TOKENS_FILE, index=False)
+        grads.to_csv(self.run_dir / GRADIENTS_FILE, index=False)
+        shutil.rmtree(self.run_dir / SNAPSHOT_DIR)
+        (self.run_dir / checkpoint.CHECKPOINT).unlink(missing_ok=True)
+
+
+def snapshot_callbacks(
+    config: Config, run_dir: Path, batches: int
+) -> list[SnapshotKeeper | SnapshotMeasurer]:
+    """`callbacks_factory` for `experiments` (bind `batches` with `functools.partial`): a
+    `SnapshotKeeper` at the config's checkpoint interval, then a `SnapshotMeasurer` of `batches`
+    batches per snapshot."""
+    return [SnapshotKeeper(run_dir, config.checkpoint_every), SnapshotMeasurer(run_dir, config, batches)]
 
 
 def snapshots(run_dir: str | Path) -> dict[int, Path]:
@@ -135,49 +169,72 @@ def run(
     points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
 ) -> SweepResult:
     """Train (or load) the design over the profile's seeds into `root` (default: the shared store),
-    keeping snapshots; `options` as for `experiments.run_design`."""
+    each run measured on its snapshots at its end (`sizes`: how many batches) and stored with the
+    measures only; `options` as for `experiments.run_design`."""
     if any(p.config.checkpoint_every < 1 for p in points):
         raise ValueError("the KL study needs checkpoint_every >= 1 to keep snapshots (see study_config)")
     root = settings.runs_dir() if root is None else root
-    return run_design(points, settings.seeds, root, callbacks_factory=snapshot_callbacks, **options)
+    factory = partial(snapshot_callbacks, batches=sizes(settings)[1])
+    return run_design(points, settings.seeds, root, callbacks_factory=factory, **options)
 
 
 # --- measurement on snapshots ----------------------------------------------------------------------
 
 
-def measure(runs: pd.DataFrame, batches: int = BATCHES) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """For every run (rows of `SweepResult.runs`: `path`, `seed`) and snapshot, sample `batches`
-    fresh batches (the same prompts at every snapshot) and return two tables:
-    - tokens: a row per (seed, step, batch, estimator): mean exact KL, mean estimate, bias (mean of
+def measure_run(
+    run_dir: str | Path, config: Config, batches: int = BATCHES
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For every snapshot the run at `run_dir` kept, sample `batches` fresh batches (the same prompts
+    at every snapshot) and return two tables:
+    - tokens: a row per (step, batch, estimator): mean exact KL, mean estimate, bias (mean of
       estimate - exact), noise (std of estimate - exact), std of the estimate, token count;
-    - gradients: a row per (seed, step, batch, placement, reference): cosine and norm ratio of the
+    - gradients: a row per (step, batch, placement, reference): cosine and norm ratio of the
       placement's gradient to the reference gradient on that batch; batch -1 compares the gradients
       averaged over the batches (what the placement follows in expectation)."""
     if batches < 1:
         raise ValueError(f"batches must be >= 1, got {batches}")
+    found = snapshots(run_dir)
+    if not found:
+        raise ValueError(f"run {run_dir} has no snapshots: train it with `snapshot_callbacks`")
+    policy = load_policy(config.model, config.task, config.task_digits or None, torch.device("cpu"))
+    assert policy.reference is not None  # load_policy copies the reference for a model without LoRA
+    task = make_task(config.task, config.task_digits or None)
+    tokens, grads = [], []
+    for step, file in found.items():
+        policy.model.load_state_dict(torch.load(file, weights_only=True))
+        sums: dict[str, Tensor] = {}
+        for b in range(batches):
+            rollout = _sample(policy, task, config, b)
+            stats, g = batch_measures(policy.model, policy.reference, rollout, config.temperature)
+            tokens += [{"step": step, "batch": b, **s} for s in stats]
+            grads += [{"step": step, "batch": b, **r} for r in compare(g)]
+            sums = {k: sums.get(k, 0) + v for k, v in g.items()}
+        grads += [{"step": step, "batch": -1, **r} for r in compare(sums)]
+    return pd.DataFrame(tokens), pd.DataFrame(grads)
+
+
+def measures(runs: pd.DataFrame, batches: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The stored measures (`measure_run`) of every run (rows of `SweepResult.runs`: `path`, `seed`),
+    with a `seed` column: (tokens, gradients). A run without them, or measured on another number of
+    `batches` per snapshot, is refused with what to do."""
     tokens, grads = [], []
     for run in runs.itertuples():
-        found = snapshots(run.path)
-        if not found:
+        path = Path(run.path)
+        if not (path / TOKENS_FILE).exists() or not (path / GRADIENTS_FILE).exists():
             raise ValueError(
-                f"run {run.path} has no snapshots: it was trained without `snapshot_callbacks`; "
-                "delete the directory to train it again"
+                f"run {path} has no KL measures ({TOKENS_FILE}, {GRADIENTS_FILE}): it was trained "
+                "without `snapshot_callbacks`; delete the directory to train it again"
             )
-        config = Config.from_dict(read_config(run.path))
-        policy = load_policy(config.model, config.task, config.task_digits or None, torch.device("cpu"))
-        assert policy.reference is not None  # load_policy copies the reference for a model without LoRA
-        task = make_task(config.task, config.task_digits or None)
-        for step, file in found.items():
-            policy.model.load_state_dict(torch.load(file, weights_only=True))
-            sums: dict[str, Tensor] = {}
-            for b in range(batches):
-                rollout = _sample(policy, task, config, b)
-                stats, g = batch_measures(policy.model, policy.reference, rollout, config.temperature)
-                tokens += [{"seed": run.seed, "step": step, "batch": b, **s} for s in stats]
-                grads += [{"seed": run.seed, "step": step, "batch": b, **r} for r in compare(g)]
-                sums = {k: sums.get(k, 0) + v for k, v in g.items()}
-            grads += [{"seed": run.seed, "step": step, "batch": -1, **r} for r in compare(sums)]
-    return pd.DataFrame(tokens), pd.DataFrame(grads)
+        t, g = pd.read_csv(path / TOKENS_FILE), pd.read_csv(path / GRADIENTS_FILE)
+        found = int(t["batch"].nunique())
+        if found != batches:
+            raise ValueError(
+                f"run {path} was measured on {found} batches per snapshot, not {batches}: "
+                "delete the directory to measure it again"
+            )
+        tokens.append(t.assign(seed=run.seed))
+        grads.append(g.assign(seed=run.seed))
+    return pd.concat(tokens, ignore_index=True), pd.concat(grads, ignore_index=True)
 
 
 def _sample(policy: Policy, task: Task, config: Config, batch: int) -> Rollout:

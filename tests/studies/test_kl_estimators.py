@@ -3,6 +3,7 @@
 the measurement tables on them."""
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import torch
 from grpo_lab import profiles, train
 from grpo_lab.experiments import run_dir
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.store import is_current
 from grpo_lab.studies import kl_estimators
 
 V = 3
@@ -114,7 +116,7 @@ def test_snapshots_are_the_weights_after_each_checkpointed_step(tiny_config, tmp
     last one holds the final weights."""
     config = tiny_config(steps=4, checkpoint_every=2)
     out = run_dir(config, tmp_path)
-    train(config, out=out, callbacks=kl_estimators.snapshot_callbacks(config, out))
+    train(config, out=out, callbacks=[kl_estimators.SnapshotKeeper(out, config.checkpoint_every)])
     found = kl_estimators.snapshots(out)
     assert list(found) == [2, 4]
     final = torch.load(out / "checkpoint.pt", weights_only=False)
@@ -125,11 +127,33 @@ def test_snapshots_are_the_weights_after_each_checkpointed_step(tiny_config, tmp
     assert any(not torch.equal(first[k], v) for k, v in final["model"].items())
 
 
+def test_a_run_stores_the_measures_of_its_snapshots_and_not_the_weights(tiny_config, tmp_path):
+    """`run` measures each run on its snapshots at its end: the sealed run holds the two tables,
+    equal to measuring the snapshots directly, and neither the snapshots nor the checkpoint."""
+    config = tiny_config(steps=2, checkpoint_every=1)
+    kept = run_dir(config, tmp_path / "kept")
+    train(config, out=kept, callbacks=[kl_estimators.SnapshotKeeper(kept, 1)])
+    direct_tokens, direct_grads = kl_estimators.measure_run(kept, config, batches=1)
+
+    smoke = profiles.profile("smoke", [0])
+    result = kl_estimators.run(
+        [Point("grpo", {}, config)], smoke, tmp_path / "store", workers=1, progress=False
+    )
+    (path,) = map(Path, result.runs["path"])
+    assert not (path / kl_estimators.SNAPSHOT_DIR).exists() and not (path / "checkpoint.pt").exists()
+    assert is_current(path)
+    tokens, grads = kl_estimators.measures(result.runs, batches=kl_estimators.sizes(smoke)[1])
+    pd.testing.assert_frame_equal(tokens.drop(columns="seed"), direct_tokens, check_dtype=False)
+    pd.testing.assert_frame_equal(grads.drop(columns="seed"), direct_grads, check_dtype=False)
+    with pytest.raises(ValueError, match="measured on 1 batches per snapshot, not 2"):
+        kl_estimators.measures(result.runs, batches=2)
+
+
 def test_measure_tables_on_a_tiny_run(tiny_config, tmp_path):
     config = tiny_config(steps=2, checkpoint_every=1)
-    design = [Point("grpo", {}, config)]
-    result = kl_estimators.run(design, profiles.profile("smoke", [0]), tmp_path, workers=1, progress=False)
-    tokens, grads = kl_estimators.measure(result.runs, batches=2)
+    out = run_dir(config, tmp_path)
+    train(config, out=out, callbacks=[kl_estimators.SnapshotKeeper(out, 1)])
+    tokens, grads = kl_estimators.measure_run(out, config, batches=2)
     assert set(tokens["estimator"]) == set(kl_estimators.ESTIMATORS) and set(tokens["step"]) == {1, 2}
     assert len(tokens) == 2 * 2 * len(kl_estimators.ESTIMATORS)
     k2 = tokens[tokens["estimator"] == "k2"]
@@ -138,17 +162,19 @@ def test_measure_tables_on_a_tiny_run(tiny_config, tmp_path):
     per_snapshot = len(kl_estimators.PLACEMENTS) * len(kl_estimators.REFERENCES)
     assert len(grads) == 2 * (2 + 1) * per_snapshot  # two batches and their average, two snapshots
     assert grads["cosine"].between(-1 - 1e-5, 1 + 1e-5).all() and (grads["norm_ratio"] > 0).all()
-    table = kl_estimators.gradient_table(grads)
+    table = kl_estimators.gradient_table(grads.assign(seed=0))
     assert list(table.index) == list(kl_estimators.PLACEMENTS)
     assert list(kl_estimators.estimator_table(tokens).index.get_level_values("step").unique()) == [1, 2]
 
 
-def test_measure_refuses_a_run_without_snapshots(tiny_config, tmp_path):
+def test_a_run_without_snapshots_or_measures_is_refused(tiny_config, tmp_path):
     config = tiny_config(steps=1)
     out = run_dir(config, tmp_path)
     train(config, out=out)
     with pytest.raises(ValueError, match="no snapshots"):
-        kl_estimators.measure(pd.DataFrame({"path": [str(out)], "seed": [0]}))
+        kl_estimators.measure_run(out, config)
+    with pytest.raises(ValueError, match="no KL measures"):
+        kl_estimators.measures(pd.DataFrame({"path": [str(out)], "seed": [0]}), batches=1)
     with pytest.raises(ValueError, match="checkpoint_every"):
         kl_estimators.run([Point("grpo", {}, config)], profiles.profile("smoke", [0]), tmp_path)
 
