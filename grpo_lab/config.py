@@ -261,13 +261,16 @@ class Config:
         """A copy with some fields changed (validated again)."""
         return Config.from_dict({**self.to_dict(), **changes})
 
-    def key(self) -> str:
+    def key(self, **identity: Any) -> str:
         """Short stable hash of the fields set away from their defaults: the run's identity in a
         sweep's store. A field added later, whose default keeps today's behaviour, leaves every key
         as it was, so a store kept across versions of the code (`results/`) keeps its runs; a change
-        of behaviour is caught by the store's behaviour version instead (`experiments.store`)."""
+        of behaviour is caught by the store's behaviour version instead (`experiments.store`).
+        `identity` replaces a field's value by what identifies it (the store passes a file task's
+        content hash, `tasks.task_identity`, so the key does not depend on where the file lies)."""
         defaults = _default_dict()
-        changed = {k: v for k, v in self.to_dict().items() if v != defaults[k]}
+        values = {**self.to_dict(), **identity}
+        changed = {k: v for k, v in values.items() if v != defaults[k]}
         return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:16]
 
 

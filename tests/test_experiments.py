@@ -222,11 +222,18 @@ def test_ray_gives_the_same_metrics_as_sequential(tiny_config, tmp_path):
 
 def test_run_key_holds_the_task_files_content(tmp_path, tiny_model_path):
     data = tmp_path / "t.jsonl"
-    rows = [{"prompt": f"reverse {n}:", "answer": str(n)[::-1]} for n in range(100, 140)]
+    rows = [
+        {"prompt": f"reverse {n}:", "answer": str(n)[::-1], "solution": str(n)[::-1]} for n in range(100, 140)
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = preset("grpo", task=f"file:{data}", model=tiny_model_path)
     before = run_dir(config, tmp_path)
     assert run_dir(config, tmp_path) == before and before.name.startswith("grpo-seed0-")
+    moved = tmp_path / "moved" / "t.jsonl"
+    moved.parent.mkdir()
+    moved.write_text(data.read_text())
+    assert run_dir(config.replace(task=f"file:{moved}"), tmp_path) == before  # a moved store keeps its runs
+    assert embedded.embedded_dir(f"file:{moved}") == embedded.embedded_dir(f"file:{data}")
     data.write_text("".join(json.dumps({**r, "answer": "0"}) + "\n" for r in rows))
     assert run_dir(config, tmp_path) != before
     assert run_dir(preset("grpo", model=tiny_model_path), tmp_path).name.endswith(

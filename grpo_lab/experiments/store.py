@@ -22,7 +22,7 @@ import pandas as pd
 from grpo_lab.config import Config
 from grpo_lab.models.embedded import build_lock, embedded_dir
 from grpo_lab.runlog import read_metrics, run_state, seal, write_json_atomic
-from grpo_lab.tasks import task_fingerprint
+from grpo_lab.tasks import task_identity
 
 ERROR = "error.json"
 BEHAVIOUR = "b7cdc7a6e30f"
@@ -78,18 +78,15 @@ def run_dir(config: Config, root: str | Path) -> Path:
 
 
 def run_key(config: Config) -> str:
-    """The hash of the full config and, on the embedded model, of which build of it the run trains (a
-    store kept across a change to the default model or its warm start never hands back runs of the old
-    one) and, for a `file:PATH` task, of the file's content (a changed file is a new run)."""
-    parts = [config.key()]
-    if config.model == "embedded":
-        parts.append(embedded_dir(config.task, config.task_digits or None).name)
-    fingerprint = task_fingerprint(config.task)
-    if fingerprint is not None:
-        parts.append(f"file:{fingerprint}")
-    if len(parts) == 1:
-        return parts[0]
-    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
+    """The hash of the full config, a `file:PATH` task counted by the file's content and not its path
+    (`tasks.task_identity`: a changed file is a new run, a moved one is not) and, on the embedded
+    model, of which build of it the run trains (a store kept across a change to the default model or
+    its warm start never hands back runs of the old one)."""
+    key = config.key(task=task_identity(config.task))
+    if config.model != "embedded":
+        return key
+    model = embedded_dir(config.task, config.task_digits or None).name
+    return hashlib.sha256(f"{key}/{model}".encode()).hexdigest()[:16]
 
 
 def ensure(

@@ -26,7 +26,8 @@ from transformers.utils import logging as hf_logging
 from grpo_lab.models.evaluation import evaluate
 from grpo_lab.models.sampler import positions
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
-from grpo_lab.tasks import make_task
+from grpo_lab.tasks import make_task, task_identity
+from grpo_lab.tasks.from_file import is_file_task, task_path
 from grpo_lab.threads import torch_threads
 
 
@@ -109,9 +110,9 @@ def build_lock(path: Path) -> Iterator[None]:
 def embedded_dir(task: str, digits: int | None = None) -> Path:
     """Where the warm-started model for a task is (or will be) cached: named by a hash of the task's
     data, the tokenizer, the architecture and the warm-start settings, so any change to them names a
-    new model. Builds nothing."""
+    new model (a file task by its file's name and content, not its path). Builds nothing."""
     spec = {
-        "task": task,
+        "task": task_identity(task),
         "digits": digits,
         "problems": _problems_fingerprint(task, digits),
         "tokenizer": CHARSET,
@@ -120,7 +121,8 @@ def embedded_dir(task: str, digits: int | None = None) -> Path:
         "version": FORMAT_VERSION,
     }
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return cache_root() / "models" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', task)[-48:]}-{key}"  # file:PATH, too
+    name = f"file_{task_path(task).name}" if is_file_task(task) else task
+    return cache_root() / "models" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[-48:]}-{key}"
 
 
 @functools.cache

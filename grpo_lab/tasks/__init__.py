@@ -60,9 +60,11 @@ def _probed(task: Task, rewards: Sequence[str]) -> Task:
     return task
 
 
-def task_fingerprint(name: str) -> str | None:
-    """A hash of a file task's content (None for other tasks): part of a run's key in the store."""
-    return from_file.fingerprint(name) if from_file.is_file_task(name) else None
+def task_identity(name: str) -> str:
+    """What names a task's data in a key (a run's in the store, the embedded model's in its cache):
+    for a file task, `file:` and the hash of its content, wherever the file lies (a store moved with
+    its repository keeps its runs; a changed file is a new run); any other task's name."""
+    return f"{from_file.PREFIX}{from_file.fingerprint(name)}" if from_file.is_file_task(name) else name
 
 
-__all__ = ["TASKS", "Example", "RewardFn", "Task", "is_task_name", "make_task", "task_fingerprint"]
+__all__ = ["TASKS", "Example", "RewardFn", "Task", "is_task_name", "make_task", "task_identity"]

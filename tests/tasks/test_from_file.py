@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from grpo_lab.rewards import score
-from grpo_lab.tasks import make_task, task_fingerprint
+from grpo_lab.tasks import make_task, task_identity
 from grpo_lab.tasks.from_file import ACCURACY_THRESHOLD, EXACT
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "your_task.jsonl"
@@ -123,14 +123,16 @@ def test_accuracy_is_the_first_reward_reaching_the_threshold(tmp_path):
     assert not make_task(path).is_correct("x", task.val[0].answer)  # exact_answer on `solution`
 
 
-def test_content_hash_changes_with_the_file(tmp_path):
+def test_identity_follows_the_content_not_the_path(tmp_path):
     path = tmp_path / "t.jsonl"
     name = write_jsonl(path, ROWS)
-    before = task_fingerprint(name)
-    assert task_fingerprint(name) == before
+    before = task_identity(name)
+    assert task_identity(name) == before and before.startswith("file:") and str(tmp_path) not in before
+    (tmp_path / "elsewhere").mkdir()
+    assert task_identity(write_jsonl(tmp_path / "elsewhere" / "t.jsonl", ROWS)) == before
     write_jsonl(path, [{**ROWS[0], "answer": "999"}, *ROWS[1:]])
-    assert task_fingerprint(name) != before
-    assert task_fingerprint("arith") is None
+    assert task_identity(name) != before
+    assert task_identity("arith") == "arith"
 
 
 def test_embedded_model_refuses_characters_outside_its_charset(tmp_path):
