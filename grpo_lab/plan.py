@@ -17,6 +17,9 @@ store already holds finished and current, and the core-hours of the rest.
   completion length or validation prompts differ from the calibrated base is scaled by
   `step_seconds` and `evaluation_seconds`; where another seed of the same configuration is finished
   in the store, its own measured step time (`time/step_s_mean`) is used instead.
+- Spent, of a stored run: what it took on one core, by the same rule with its own measured mean
+  step time (the load of the machine it ran on included) and the calibrated evaluations, which the
+  run log does not time: the measured cost of what the store holds.
 Hours on this machine: the core-hours over `os.cpu_count()`, one worker per core (the pool's
 default); the cost study (08) times its runs one after the other, which this leaves out."""
 
@@ -62,12 +65,13 @@ SHOWN = 10
 """unusable stored runs the printed plan names (the rest are counted)"""
 TOTAL = "total"
 """the key of the totals in the JSON form"""
-KEYS = ("runs", "stored", "to_train", "core_hours", "stale", "torn", "allowance")
+KEYS = ("runs", "stored", "to_train", "core_hours", "spent_core_hours", "stale", "torn", "allowance")
 """what the plan gives per notebook and in total: runs needed, current in the store, still to train
-(with their core-hours), and among those to train the stored ones that are stale (of another
-behaviour of the training code) or torn (unsealed, or a file changed since sealing; a run being trained
-or interrupted is neither, and is named in the printed plan), and
-the allowance: runs a study chooses once earlier results are in, counted at their cost until then"""
+(with their core-hours), the core-hours the stored ones took (their measured step times), and among
+those to train the stored ones that are stale (of another behaviour of the training code) or torn
+(unsealed, or a file changed since sealing; a run being trained or interrupted is neither, and is
+named in the printed plan), and the allowance: runs a study chooses once earlier results are in,
+counted at their cost until then"""
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class PlannedRun:
     """what is wrong with a stored run that may not be used ('' otherwise)"""
     seconds: float
     """estimated seconds to train it on one core (0 when stored)"""
+    spent: float = 0.0
+    """seconds the stored run took on one core: `run_seconds` with its own measured mean step time
+    (0 when not stored)"""
 
 
 @dataclass(frozen=True)
@@ -112,10 +119,12 @@ class Plan:
             mine = [r for r in self.runs if notebook in (TOTAL, r.notebook)]
             stored = sum(r.stored for r in mine)
             hours = sum(r.seconds for r in mine) / 3600
+            spent = sum(r.spent for r in mine) / 3600
             stale = sum(r.state == "stale" for r in mine)
             torn = sum(r.state in ("unsealed", "torn") for r in mine)
             table[notebook] = {"runs": len(mine), "stored": stored, "to_train": len(mine) - stored,
-                               "core_hours": round(hours, 3), "stale": stale, "torn": torn,
+                               "core_hours": round(hours, 3), "spent_core_hours": round(spent, 3),
+                               "stale": stale, "torn": torn,
                                "allowance": sum(r.state == ALLOWANCE for r in mine)}  # fmt: skip
         return table
 
@@ -128,7 +137,7 @@ class Plan:
         hours on `cores` (default: this machine's) with one worker per core."""
         cores = cores or os.cpu_count() or 1
         width = max([len(TOTAL), *map(len, self.notebooks)])
-        columns = ("runs", "stored", "to train", "stale", "torn", "core-h", f"h on {cores}")
+        columns = ("runs", "stored", "to train", "stale", "torn", "core-h", f"h on {cores}", "spent")
         header = f"{'notebook':{width}s} " + " ".join(f"{c:>9s}" for c in columns)
         lines = [header, "-" * len(header)]
         for notebook, row in self.counts().items():
@@ -137,7 +146,8 @@ class Plan:
             hours = row["core_hours"]
             lines.append(
                 f"{notebook:{width}s} {row['runs']:9d} {row['stored']:9d} {row['to_train']:9d} "
-                f"{row['stale']:9d} {row['torn']:9d} {hours:9.2f} {hours / cores:9.2f}"
+                f"{row['stale']:9d} {row['torn']:9d} {hours:9.2f} {hours / cores:9.2f} "
+                f"{row['spent_core_hours']:9.2f}"
             )
         shared = {k: v for k, v in self.shared.items() if v}
         store = "the store ignored (--from-empty)" if self.from_empty else f"the store {self.store}"
@@ -148,7 +158,8 @@ class Plan:
             + (", ".join(f"{k} {v}" for k, v in shared.items()) if shared else "none")
             + ".",
             f"Core-hours: one core per run, from {describe(self.calibration)}; "
-            f"hours on {cores} cores: one worker per core.",
+            f"hours on {cores} cores: one worker per core; spent: the core-hours the stored runs took, "
+            "from their own measured step times (under the load they ran with) and calibrated evaluations.",
         ]
         allowed = [r for r in self.runs if r.state == ALLOWANCE]
         if allowed:
@@ -276,7 +287,8 @@ def plan(
                 state, why = ("missing", "") if from_empty else run_state(where, BEHAVIOUR)
                 stored = state == "current"
                 seconds = 0.0 if stored else run_seconds(config, calibration, measured.get(_sibling(config)))
-                runs[where] = PlannedRun(path.stem, config, where, stored, state, why, seconds)
+                spent = run_seconds(config, calibration, own_step_seconds(where)) if stored else 0.0
+                runs[where] = PlannedRun(path.stem, config, where, stored, state, why, seconds, spent)
             for config in study_allowance(name, profile):
                 where = run_dir(config, store)
                 if where not in runs:
@@ -363,6 +375,12 @@ def run_seconds(config: Config, calibration: dict[str, Any], measured_step: floa
 def _sibling(config: Config) -> str:
     """The key of a configuration whatever its seed: the runs whose step times stand for each other."""
     return config.replace(seed=0).key()
+
+
+def own_step_seconds(path: Path) -> float | None:
+    """The mean step time a finished run measured (`time/step_s_mean` of its summary.json), if any."""
+    value = (read_summary(path) or {}).get("time/step_s_mean")
+    return None if value is None else float(value)
 
 
 def measured_step_seconds(store: Path) -> dict[str, float]:

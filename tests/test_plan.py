@@ -108,9 +108,14 @@ def test_stored_runs_are_counted_and_stale_or_ignored_ones_are_not(
     assert stored.stored and stored.seconds == 0 and not pending.stored
     measured = read_summary(run_dir(first, tmp_path))["time/step_s_mean"]
     assert pending.seconds == pytest.approx(plan.run_seconds(second, CALIBRATION, measured))
+    assert (
+        stored.spent == pytest.approx(plan.run_seconds(first, CALIBRATION, measured)) and pending.spent == 0
+    )
+    assert after.counts()["total"]["spent_core_hours"] == pytest.approx(stored.spent / 3600, abs=1e-3)
     empty = plan.plan("smoke", only=["01"], store=tmp_path, from_empty=True, calibration=CALIBRATION)
     assert empty.counts()["total"]["stored"] == 0
     assert all(r.seconds == plan.run_seconds(r.config, CALIBRATION) for r in empty.runs)
+    assert all(r.spent == 0 for r in empty.runs)
 
     def changed(settings, *args, **changes):
         """The study base as a later version of it might be: another learning rate."""
