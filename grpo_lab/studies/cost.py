@@ -4,10 +4,12 @@ relative multiples from controlled runs, never invented".
 
 Timing in a process pool is noisy (two runs share the cores), so cost runs are trained here, one
 after the other in this process on one torch thread, in interleaved rounds (round r runs every
-configuration once with seed r, so slow periods of the machine spread over all of them), and the
-first step of each run (one-off warm-up) is left out. Peak memory is the peak over the run of the
-process's resident memory (CUDA: allocated memory), reset before each run and reported above the
-memory the process held before it.
+configuration once with seed r, so slow periods of the machine spread over all of them; every other
+round runs them in reverse order, so a load that drifts steadily over a pair of rounds weighs as much
+on the first configurations as on the last: `timing_order`), and the first step of each run
+(one-off warm-up) is left out. Peak memory is the peak over the run of the process's resident memory
+(CUDA: allocated memory), reset before each run and reported above the memory the process held
+before it.
 
 `settings` / `design` / `run` as in every study, but `run` trains in this process, one run after the
 other, instead of in the pool, and the seeds are the rounds; then the measures (`multiples`,
@@ -131,8 +133,7 @@ def run(design: Sequence[Point], settings: Profile, root: str | Path | None = No
     if not seeds:
         raise ValueError("need at least one seed (round)")
     root = Path(settings.runs_dir() if root is None else root).resolve()
-    runs = [p.config.replace(seed=s) for s in seeds for p in design]
-    pending = [c for c in runs if not is_current(run_dir(c, root))]
+    pending = [c for c in timing_order(design, seeds) if not is_current(run_dir(c, root))]
     refuse_training(pending, root)
     with torch_threads(1):  # as in a pool worker; not Config.torch_threads, which changes the run's key
         if pending:  # the first run of a process also pays for lazy loading: do it once, unrecorded
@@ -151,6 +152,13 @@ def run(design: Sequence[Point], settings: Profile, root: str | Path | None = No
             frame[PEAK_OVER_REST] = frame["cost/peak_rss_mb"] - _resting(path)
             frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def timing_order(design: Sequence[Point], seeds: Sequence[int]) -> list[Config]:
+    """The runs in the order they are timed: a round per seed, the design's order in the first round
+    and reversed in the next, and so on."""
+    rounds = [design if i % 2 == 0 else design[::-1] for i in range(len(seeds))]
+    return [p.config.replace(seed=s) for s, points in zip(seeds, rounds) for p in points]
 
 
 def reset_peak_memory() -> float:

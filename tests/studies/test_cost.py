@@ -84,6 +84,13 @@ def test_measure_loads_finished_runs_instead_of_timing_them_again(tiny_config, t
     assert (path / cost.RESTING_FILE).exists() and len(again) > 0
 
 
+def test_every_other_round_is_timed_in_reverse_order(tiny_config):
+    design = tiny_design(tiny_config)
+    order = [(c.seed, c.replace(seed=0).key()) for c in cost.timing_order(design, [3, 4, 5])]
+    forward = [p.config.replace(seed=0).key() for p in design]
+    assert order == [(3, k) for k in forward] + [(4, k) for k in forward[::-1]] + [(5, k) for k in forward]
+
+
 def test_multiples_need_the_baseline():
     df = pd.DataFrame({"label": "dapo", "seed": 0, "step": [1, 2], "reward": 0.5, "time/step_s": 0.1})
     with pytest.raises(ValueError, match="no 'grpo' run"):
