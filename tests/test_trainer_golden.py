@@ -4,7 +4,16 @@ them unchanged; a deliberate change of behaviour regenerates them with
 
     GRPO_LAB_REGENERATE_GOLDEN=1 python -m pytest -q tests/test_trainer_golden.py
 
-and says why in its commit."""
+and says why in its commit.
+
+Exact floats depend on the CPU kernels torch dispatches to: on a machine whose capability
+(`torch.backends.cpu.get_cpu_capability()`) is not `REFERENCE_CAPABILITY`, the metrics round
+differently in the last bits, and where a run makes a discrete choice on them (kl_cov's top tokens, a
+sampled token) they part. Such a machine compares with golden data of its own capability
+(`golden_metrics.<capability>.json`), which records the reference data it was made beside: after a
+change of the reference data, regenerate them on a machine of that capability too (the same command
+writes the file of the machine it runs on). The reference data alone define the store's behaviour
+version."""
 
 import hashlib
 import json
@@ -13,13 +22,31 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from grpo_lab import Trainer, preset
 from grpo_lab.experiments.store import BEHAVIOUR
 from grpo_lab.presets import PRESETS
 
 GOLDEN = Path(__file__).parent / "data" / "golden_metrics.json"
+"""the reference golden data, made where torch's CPU capability is `REFERENCE_CAPABILITY`"""
+REFERENCE_CAPABILITY = "AVX512"
+CAPABILITY = torch.backends.cpu.get_cpu_capability()
 REGENERATE = os.environ.get("GRPO_LAB_REGENERATE_GOLDEN") == "1"
+
+
+def golden_file(capability: str) -> Path:
+    """The golden data a machine of `capability` compares with."""
+    return (
+        GOLDEN
+        if capability == REFERENCE_CAPABILITY
+        else GOLDEN.with_name(f"golden_metrics.{capability}.json")
+    )
+
+
+def reference_digest() -> str:
+    return hashlib.sha256(GOLDEN.read_bytes()).hexdigest()
+
 
 TINY = dict(
     task="judge",
@@ -137,15 +164,28 @@ NAMES = [*CONFIGS, "resume", "reconfigure"]
 
 @pytest.fixture(scope="module")
 def golden() -> dict:
-    return {} if REGENERATE else json.loads(GOLDEN.read_text())
+    if REGENERATE:
+        return {}
+    file = golden_file(CAPABILITY)
+    if not file.exists():
+        pytest.fail(f"no golden data for the CPU capability {CAPABILITY}: make {file.name} on this machine "
+                    "with GRPO_LAB_REGENERATE_GOLDEN=1 (see this module's docstring)")  # fmt: skip
+    data = json.loads(file.read_text())
+    if file == GOLDEN:
+        return data
+    if data["reference"] != reference_digest():
+        pytest.fail(f"{file.name} was made beside other reference data than {GOLDEN.name}: regenerate it on "
+                    f"a {CAPABILITY} machine with GRPO_LAB_REGENERATE_GOLDEN=1")  # fmt: skip
+    return data["metrics"]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def write_golden(golden):
     yield
     if REGENERATE:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(json.dumps(golden, indent=0, sort_keys=True) + "\n")
+        file = golden_file(CAPABILITY)
+        data = golden if file == GOLDEN else {"reference": reference_digest(), "metrics": golden}
+        file.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
 
 
 @pytest.mark.parametrize("name", NAMES)
