@@ -67,6 +67,18 @@ def scores(result: SweepResult, measured: Mapping[str, Sequence[str]]) -> pd.Dat
     return verdicts.run_scores(result.metrics, configs(result), dict(measured))
 
 
+def _seeds(table: pd.DataFrame, mixed: bool) -> str:
+    """The seeds the rows rest on: one range of paired seeds, or a range per protocol (a screen's
+    factor rests on its runs, each with a seed of its own)."""
+    if not len(table):
+        return "no seeds"
+    if not mixed:
+        return f"{table['seeds'].min()}-{table['seeds'].max()} paired seeds per comparison"
+    spans = table.groupby("protocol", sort=False)["seeds"].agg(["min", "max"])
+    named = [f"{p} {lo}" if lo == hi else f"{p} {lo}-{hi}" for p, lo, hi in spans.itertuples()]
+    return "seeds (runs, for a screen) per row: " + ", ".join(named)
+
+
 def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
     """A verdict table (`analysis.verdicts.compare`) as a forest plot: each row's paired effect on the
     headline score with its 95% interval (coloured by verdict), its MDE as a grey band around 0 and
@@ -81,11 +93,14 @@ def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
         ax.errorbar(r.effect, yi, xerr=bar, fmt="o", color=VERDICT_COLORS.get(r.verdict, "0.4"), capsize=3)
         ax.plot([-r.margin, r.margin], [yi, yi], "|", color="k", ms=10)
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(y, [f"{r.row} ({r.kind})" for r in rows.itertuples()])
+    mixed = "protocol" in table and table["protocol"].nunique() > 1
+    labels = [
+        f"{r.row} ({r.kind}, {r.protocol})" if mixed else f"{r.row} ({r.kind})" for r in rows.itertuples()
+    ]
+    ax.set_yticks(y, labels)
     ax.set_xlabel(f"paired effect on the {HEADLINE.caption()} (95% t-interval over seeds)", fontsize=8)
-    seeds = f"{table['seeds'].min()}-{table['seeds'].max()}" if len(table) else "no"
     ax.set_title(
-        f"{title}; {runs}; {seeds} paired seeds per comparison\n"
+        f"{title}; {runs}; {_seeds(table, mixed)}\n"
         "grey: ± minimum detectable effect (power 0.8); ticks: ± margin of the row",
         fontsize=9,
     )
