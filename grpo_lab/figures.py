@@ -42,8 +42,10 @@ PROGRESS_EVERY_S = 10.0
 SANITIZE = Path(__file__).with_name("nbval_sanitize.cfg")
 """the regular expressions `check` applies to both sides of an output before comparing (times,
 dates, paths, the random ids of styled tables)"""
-RTOL = 1e-6
-"""relative tolerance between a regenerated figure's numbers and the committed ones (6 digits)"""
+RTOL = 1e-5
+"""relative tolerance between a regenerated figure's numbers and the committed ones: one unit in the
+sixth significant digit they are kept to, whose last digit flips where another CPU sums in another
+order (a mean of 03's curves read 0.0146979 on an AVX2 machine, 0.0146978 where it was committed)"""
 UNCHECKED = {
     "10_playground": "a live session: it trains in the notebook, so its figure follows from no stored run",
 }

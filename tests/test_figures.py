@@ -212,6 +212,8 @@ def test_figures_differ_names_the_first_difference_beyond_the_tolerance():
     moved = {"title": "t", "axes": [{"lines": [[[0.0, 0.26], [1.0, None]]], "texts": ["a"]}]}
     assert figures.figures_differ(committed, moved) == "axes[0].lines[0][0][1]: 0.25 != 0.26"
     assert figures.figures_differ({"x": [1.0]}, {"x": [1.0 + 1e-9]}) is None  # within 6 digits
+    assert figures.figures_differ({"x": [0.0146978]}, {"x": [0.0146979]}) is None  # the 6th digit flips
+    assert figures.figures_differ({"x": [0.0146978]}, {"x": [0.0146981]}) is not None
     assert figures.figures_differ({"x": [1.0]}, {"x": [1.0, 2.0]}) == "x: 1 items != 2"
     assert figures.figures_differ({"x": [None]}, {"x": [0.0]}) == "x[0]: None != 0.0"
     assert figures.figures_differ({"x": "a"}, {"y": "a"}) == "top: keys ['x'] != ['y']"
