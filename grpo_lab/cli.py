@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--only", nargs="*", default=None, help="notebook names or numbers (default: all)")
     pl.add_argument("--from-empty", action="store_true", help="ignore the run store: every run is to train")
     pl.add_argument(
-        "--json", action="store_true", help="print {notebook: {runs, stored, to_train, core_hours}}"
+        "--json",
+        action="store_true",
+        help="print {notebook: {runs, stored, to_train, core_hours, spent_core_hours, ...}}",
     )
     pl.add_argument(
         "--calibrate",

@@ -190,7 +190,16 @@ def test_plan_json_gives_the_counts_per_notebook_and_in_total(capsys):
     counts = json.loads(capsys.readouterr().out)
     assert list(counts) == ["01_baseline", "03_schemes", "total"]
     for row in counts.values():
-        assert set(row) == {"runs", "stored", "to_train", "core_hours", "stale", "torn", "allowance"}
+        assert set(row) == {
+            "runs",
+            "stored",
+            "to_train",
+            "core_hours",
+            "spent_core_hours",
+            "stale",
+            "torn",
+            "allowance",
+        }
         assert row["runs"] == row["stored"] + row["to_train"]
     assert counts["total"]["runs"] == counts["01_baseline"]["runs"] + counts["03_schemes"]["runs"] == 4
 
