@@ -20,8 +20,9 @@ import gc
 import json
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,6 +37,7 @@ from grpo_lab.experiments.store import BEHAVIOUR, ensure, is_current, refuse_tra
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics, seal, write_json_atomic
+from grpo_lab.studies.ablations import CONFLICTS
 from grpo_lab.studies.base import base as study_base
 from grpo_lab.threads import torch_threads
 from grpo_lab.training.trainer import train
@@ -80,6 +82,10 @@ PHASES = {
     PEAK_OVER_REST: "peak memory",
 }
 """the cost columns shown, with their short names"""
+KIND_COLORS = {"scheme": "tab:blue", "trick": "tab:orange", "conflict": "tab:red"}
+"""the colour of each kind of configuration in the figure"""
+KIND_NAMES = {"scheme": "scheme (preset)", "trick": "trick over GRPO", "conflict": "named conflict over GRPO"}
+"""the legend's name for each kind"""
 TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 """where the step-time axis is labelled (multiples)"""
 
@@ -97,11 +103,16 @@ def base_config(settings: Profile) -> Config:
 
 
 def points(
-    base: Config, schemes: Sequence[str], tricks: Sequence[str], all_tricks: bool = True
+    base: Config,
+    schemes: Sequence[str],
+    tricks: Sequence[str],
+    all_tricks: bool = True,
+    conflicts: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Point]:
     """The cost design: each scheme (preset, with the base's own changes), each trick switched on
-    over the base (`presets.TRICKS`), and every trick at once (`all_tricks`). The `kind` column says
-    which ('scheme' or 'trick')."""
+    over the base (`presets.TRICKS`), each of `conflicts` (name -> its changes over the base), and
+    every trick at once (`all_tricks`). The `kind` column says which ('scheme', 'trick' or
+    'conflict'); a conflict whose changes are a trick's is the same run, timed once."""
     unknown = sorted(set(tricks) - set(TRICKS))
     if unknown:
         raise ValueError(f"unknown trick(s) {unknown}; valid: {', '.join(TRICKS)}")
@@ -109,17 +120,22 @@ def points(
         Point(p.label, {"kind": "scheme"}, p.config) for p in grid_points(base, {"preset": list(schemes)})
     ]
     design += [Point(name, {"kind": "trick"}, base.replace(**TRICKS[name])) for name in tricks]
+    design += [
+        Point(name, {"kind": "conflict"}, base.replace(**changes))
+        for name, changes in (conflicts or {}).items()
+    ]
     if all_tricks:
         design.append(Point("all_tricks", {"kind": "trick"}, preset("all_tricks", **preset_overrides(base))))
     return design
 
 
 def design(settings: Profile) -> list[Point]:
-    """Every scheme and trick (and all tricks at once) under the full profile; two of each (and no
-    all_tricks) under any other, on the study base of `settings`."""
+    """Every scheme, trick and named conflict (`ablations.CONFLICTS`), and all tricks at once, under
+    the full profile; two schemes and two tricks under any other, on the study base of `settings`."""
     base = base_config(settings)
     if settings.name == "full":
-        return points(base, SCHEMES, list(TRICKS))
+        conflicts = {name: conflict.changes for name, conflict in CONFLICTS.items()}
+        return points(base, SCHEMES, list(TRICKS), conflicts=conflicts)
     return points(base, SMOKE_SCHEMES, SMOKE_TRICKS, all_tricks=False)
 
 
@@ -227,7 +243,7 @@ def multiples(df: pd.DataFrame, column: str = "time/step_s", confidence: float =
 def table(df: pd.DataFrame) -> pd.DataFrame:
     """Each configuration's cost (mean over its runs of the per-step means, peaks as maxima) as a
     multiple of the baseline, one column per entry of `PHASES` that was logged, in design order,
-    after its kind ('scheme' or 'trick')."""
+    after its kind ('scheme', 'trick' or 'conflict')."""
     costs = cost_table(timed(df), BASELINE)
     present = [c for c in PHASES if c in costs]
     out = costs[[f"{c}_x" for c in present]].set_axis([PHASES[c] for c in present], axis=1)
@@ -256,7 +272,7 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
         1, 2, figsize=(13, 1.2 + 0.32 * n), gridspec_kw={"width_ratios": [1, 1.6]}, sharey=True
     )
     y = np.arange(n)
-    colors = ["tab:blue" if k == "scheme" else "tab:orange" for k in cells["kind"]]
+    colors = [KIND_COLORS[k] for k in cells["kind"]]
     s = steps.loc[labels]
     bars = [s["multiple"] - s["lo"], s["hi"] - s["multiple"]]
     left.errorbar(s["multiple"], y, xerr=bars, fmt="none", ecolor="0.4", lw=1, capsize=2)
@@ -272,9 +288,9 @@ def figure(df: pd.DataFrame, title: str = "cost relative to GRPO") -> plt.Figure
     left.set_xlabel("step time / GRPO step time (log scale)")
     left.set_title("step time (95% interval over rounds)", fontsize=10)
     left.grid(alpha=0.3, axis="x")
-    left.scatter([], [], c="tab:blue", label="scheme (preset)")
-    left.scatter([], [], c="tab:orange", label="trick over GRPO")
-    fig.legend(loc="lower left", ncol=2, fontsize=8, frameon=False)
+    for kind in dict.fromkeys(cells["kind"]):
+        left.scatter([], [], c=KIND_COLORS[kind], label=KIND_NAMES[kind])
+    fig.legend(loc="lower left", ncol=3, fontsize=8, frameon=False)
     values = cells.drop(columns="kind").to_numpy(dtype=float)
     shown = np.log2(np.clip(np.nan_to_num(values, nan=1.0), 1 / 16, 16))
     image = right.imshow(shown, aspect="auto", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -2.0, 2.0))

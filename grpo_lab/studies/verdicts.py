@@ -132,8 +132,9 @@ def table(scored: Mapping[str, pd.DataFrame], margin: float | None = None) -> pd
     then the confirmed tricks (all on against all but that one). Every row's reference gain is
     grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
     `MARGIN_OF_GAIN` times it. A row's `cost x` is the step-time multiple the cost study measured
-    for its scheme or trick (08: interleaved rounds on one thread, so the machine's load cancels);
-    a row the cost study does not time (a conflict) keeps its runs' own ratio."""
+    for its scheme, trick or conflict (08: interleaved rounds on one thread, so the machine's load
+    cancels); a row the cost study does not time (the screen's group_reward_norm, which is grpo's
+    own advantage) keeps its runs' own ratio."""
     grpo = scored["schemes"][scored["schemes"]["label"] == schemes.REFERENCE]
     learned = verdicts.gain(grpo)
     chosen = verdicts.MARGIN_OF_GAIN * learned if margin is None else margin

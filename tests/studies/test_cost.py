@@ -12,6 +12,7 @@ from grpo_lab.experiments import run_dir
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.studies import cost
+from grpo_lab.studies.ablations import CONFLICTS
 
 
 def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():
@@ -22,6 +23,12 @@ def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():
     assert labels[-1] == "all_tricks" and len(labels) == len(set(labels))
     kinds = {p.label: p.columns["kind"] for p in full}
     assert kinds["dapo"] == "scheme" and kinds["learnable_temperature"] == "trick"
+    configs = {p.label: p.config for p in full}
+    assert {label for label, kind in kinds.items() if kind == "conflict"} == set(CONFLICTS)
+    assert configs["batch norm on group norm"] == configs["batch_reward_norm"]  # timed once
+    assert configs["group norm + dynamic KL + length norm"] == base.replace(
+        **TRICKS["dynamic_kl"], **TRICKS["length_norm"]
+    )
     assert {p.config.steps for p in full} == {cost.FULL.steps}
     assert {p.config.eval_every for p in full} == {cost.FULL.steps}  # validated only at the ends
     smoke = cost.design(cost.settings("smoke"))
