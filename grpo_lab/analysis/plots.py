@@ -217,8 +217,11 @@ def curves_caption(df: pd.DataFrame, metrics: Sequence[str], by: str | None, smo
     groups = (
         df.groupby(by)["seed"].nunique() if by else pd.Series([df["seed"].nunique() if "seed" in df else 1])
     )
-    runs = f"{groups.min()}" if groups.min() == groups.max() else f"{groups.min()} to {groups.max()}"
-    parts = [f"mean and 95% t-interval over {runs} seeds per line"]
+    if groups.max() == 1:
+        parts = ["one run per line (no interval)"]
+    else:
+        runs = f"{groups.min()}" if groups.min() == groups.max() else f"{groups.min()} to {groups.max()}"
+        parts = [f"mean and 95% t-interval over {runs} seeds per line"]
     if smooth > 1 and any(not is_evaluation(m) for m in metrics):
         parts.append(f"training metrics: trailing mean over {smooth} logged steps within each run")
     if any(is_evaluation(m) for m in metrics):

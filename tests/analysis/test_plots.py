@@ -55,6 +55,12 @@ def test_validation_curves_show_the_value_at_each_evaluation_never_a_running_mea
     assert reward.get_title().endswith("3-step mean") and "mean" not in validation.get_title()
 
 
+def test_a_curve_of_one_run_per_line_claims_no_interval():
+    fig = plots.curves(runs_frame({"a": 0.2, "b": 0.5}, seeds=1), ["reward"], by="label")
+    caption = fig._suptitle.get_text()
+    assert "one run per line (no interval)" in caption and "t-interval" not in caption
+
+
 def test_rule_heatmaps_draw_each_panel_out_of_its_own_runs():
     counts = {
         "grpo": pd.DataFrame({"clean": [0, 1], "flip": [3, 2]}, index=["stall", "nan"]),
