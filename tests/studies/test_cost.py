@@ -68,7 +68,6 @@ def test_measure_tables_and_figure_on_tiny_runs(tiny_config, tmp_path):
     assert list(table.index) == ["grpo", "learnable_temperature", "dr_grpo"]
     assert (table.loc["grpo", table.columns[1:]] == 1.0).all()
     assert table.loc["dr_grpo", "forward passes"] == 0.5  # no reference pass without a KL term
-    assert table.loc["dr_grpo", "old/ref log-probs"] < 0.5
     if sys.platform.startswith("linux"):
         assert np.isfinite(table["peak memory"]).all()
         assert (timed[cost.PEAK_OVER_REST] > 0).all()
