@@ -11,7 +11,8 @@ relative change, symmetric on the log scale where ratios are); a 'value' is the 
 per-seed score. Each effect has its 95% t-interval and its minimum detectable effect (MDE, 80% power
 at the 5% level, in the effect's own units). The interval is compared with the claimed region, an
 open interval of effects: *supported* when it lies inside, *not supported* when they do not overlap,
-*inconclusive* otherwise; the MDE says whether more seeds could settle it. Nothing here is written
+*inconclusive* otherwise, or when the interval rests on fewer than 3 seeds or has zero width (as
+every verdict of the lab); the MDE says whether more seeds could settle it. Nothing here is written
 by hand.
 """
 
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from grpo_lab.analysis.power import paired
+from grpo_lab.analysis.power import MIN_SEEDS, paired, zero_width
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.stats import EFFECTS, volatility
 from grpo_lab.registry import Registry
@@ -86,13 +87,16 @@ def at_most(bound: float) -> Region:
     return Region(-math.inf, bound)
 
 
-def verdict(low: float, high: float, region: Region) -> str:
-    """'supported' when the interval [low, high] lies inside the open region, 'not supported' when it
-    does not meet the region, else (or when the interval is undefined) 'inconclusive'."""
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return "inconclusive"
+def verdict(low: float, high: float, region: Region, n: int) -> str:
+    """'supported' when the interval [low, high] of `n` paired seeds lies inside the open region,
+    'not supported' when it does not meet the region, else 'inconclusive'. As for every verdict of
+    the lab (`power.Paired.verdict`), fewer than `power.MIN_SEEDS` seeds, an undefined interval or
+    a zero-width one (every seed gave the same value: three runs that all stall or none that
+    crashes) decide nothing: 'inconclusive'."""
     if low > high:
         raise ValueError(f"an interval needs low <= high, got [{low}, {high}]")
+    if n < MIN_SEEDS or not (np.isfinite(low) and np.isfinite(high)) or zero_width(low, high):
+        return "inconclusive"
     if region.low < low and high < region.high:
         return "supported"
     if high <= region.low or low >= region.high:
@@ -348,7 +352,7 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
             "high": paired_effect["high"],
             "n": paired_effect["n"],
             "mde": paired_effect["mde"],
-            "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region),
+            "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region, paired_effect["n"]),
         }
         rows.append(row)
     return pd.DataFrame(rows)

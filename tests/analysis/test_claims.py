@@ -20,7 +20,8 @@ from grpo_lab.analysis.scores import HEADLINE
         (0.1, 0.3, greater(), "supported"),
         (-0.3, -0.1, greater(), "not supported"),
         (-0.1, 0.3, greater(), "inconclusive"),
-        (0.0, 0.0, greater(), "not supported"),  # exactly no effect is not an increase
+        (0.0, 0.0, greater(), "inconclusive"),  # every seed the same: zero width decides nothing
+        (1.0, 1.0, between(0.5, 0.7), "inconclusive"),
         (0.01, 0.02, greater(0.05), "not supported"),  # an effect, but smaller than the claimed margin
         (-0.3, -0.1, less(), "supported"),
         (-0.02, 0.01, equivalent(0.03), "supported"),
@@ -37,7 +38,13 @@ from grpo_lab.analysis.scores import HEADLINE
     ],
 )
 def test_verdict_compares_the_interval_with_the_claimed_region(low, high, region, expected):
-    assert verdict(low, high, region) == expected
+    assert verdict(low, high, region, n=3) == expected
+
+
+def test_no_claim_is_decided_on_fewer_than_three_seeds():
+    assert verdict(0.1, 0.3, greater(), n=3) == "supported"
+    assert verdict(0.1, 0.3, greater(), n=2) == "inconclusive"
+    assert verdict(-0.3, -0.1, greater(), n=2) == "inconclusive"
 
 
 def test_regions_describe_themselves_and_refuse_empty_ranges():
@@ -46,7 +53,7 @@ def test_regions_describe_themselves_and_refuse_empty_ranges():
     with pytest.raises(ValueError, match="low < high"):
         between(0.2, 0.1)
     with pytest.raises(ValueError, match="low <= high"):
-        verdict(0.3, 0.1, greater())
+        verdict(0.3, 0.1, greater(), n=3)
 
 
 def synthetic_claim(region, effect="difference", control=True) -> Claim:
