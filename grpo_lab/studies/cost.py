@@ -64,8 +64,9 @@ SCHEMES = (
 """the named methods (presets) whose cost is measured"""
 SMOKE_SCHEMES = ("grpo", "dr_grpo")
 SMOKE_TRICKS = ("learnable_temperature", "temperature_noise")
-FULL = Budget(seeds=(0, 1), steps=6, val_size=8)
-"""under the full profile: 2 interleaved rounds of 6 steps per configuration (the first is dropped:
+FULL = Budget(seeds=(0, 1, 2), steps=6, val_size=8)
+"""under the full profile: 3 interleaved rounds (the fewest any verdict rests on, `power.MIN_SEEDS`,
+so 09's cost claims can be decided) of 6 steps per configuration (the first is dropped:
 five timed steps per round), validated only at the ends (outside the timed steps; cost runs are not
 scored) on 8 prompts"""
 RESTING_FILE = "cost.json"
