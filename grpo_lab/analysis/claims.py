@@ -352,7 +352,9 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
             "high": paired_effect["high"],
             "n": paired_effect["n"],
             "mde": paired_effect["mde"],
-            "verdict": verdict(paired_effect["low"], paired_effect["high"], claim.region, paired_effect["n"]),
+            "verdict": verdict(
+                paired_effect["low"], paired_effect["high"], claim.region, int(paired_effect["n"])
+            ),
         }
         rows.append(row)
     return pd.DataFrame(rows)
