@@ -39,9 +39,10 @@ from typing import Any
 
 from grpo_lab.analysis.plots import project_root
 from grpo_lab.config import Config
-from grpo_lab.experiments.store import BEHAVIOUR, run_dir
+from grpo_lab.experiments.store import run_dir
+from grpo_lab.experiments.store import state as store_state
 from grpo_lab.profiles import PROFILES, Profile
-from grpo_lab.runlog import read_config, read_summary, run_state
+from grpo_lab.runlog import read_config, read_summary
 
 CALIBRATION = Path(__file__).parent / "studies" / "calibration.json"
 """the committed calibration: seconds of the study base on one torch thread (`calibrate` writes it)"""
@@ -87,7 +88,7 @@ class PlannedRun:
     stored: bool
     """finished and current in the store (always False from empty)"""
     state: str
-    """`runlog.run_state` of its directory ('missing' from empty)"""
+    """`experiments.store.state` of its directory ('missing' from empty)"""
     why: str
     """what is wrong with a stored run that may not be used ('' otherwise)"""
     seconds: float
@@ -284,7 +285,7 @@ def plan(
                 if where in runs:
                     shared[path.stem] += runs[where].notebook != path.stem
                     continue
-                state, why = ("missing", "") if from_empty else run_state(where, BEHAVIOUR)
+                state, why = ("missing", "") if from_empty else store_state(where)
                 stored = state == "current"
                 seconds = 0.0 if stored else run_seconds(config, calibration, measured.get(_sibling(config)))
                 spent = run_seconds(config, calibration, own_step_seconds(where)) if stored else 0.0

@@ -1,5 +1,6 @@
 """Writing and reading a run directory:
-- `config.json`: the full resolved config plus the environment (versions, device, git commit)
+- `config.json`: the full resolved config, the environment (versions, device, git commit) and the
+  start (the sha256 of the initial policy's and the reference's weights)
 - `metrics.jsonl`: one JSON object per step, flushed every step (a crash loses at most one step)
 - `samples.jsonl`: a few completions with their rewards every K steps
 - `summary.json`: written last, atomically; its presence marks a finished run
@@ -85,7 +86,12 @@ class RunWriter:
     are kept up to (not including) that step and appended to, so no line is duplicated or lost."""
 
     def __init__(
-        self, out: str | Path, config: dict[str, Any], env: dict[str, Any], resume_from: int | None = None
+        self,
+        out: str | Path,
+        config: dict[str, Any],
+        env: dict[str, Any],
+        resume_from: int | None = None,
+        start: dict[str, Any] | None = None,
     ) -> None:
         self.dir = Path(out)
         try:
@@ -100,7 +106,7 @@ class RunWriter:
             if resume_from is None and has_metrics:
                 raise FileExistsError(f"run directory {self.dir} already holds metrics; choose a new --out")
             if not resume_from or not (self.dir / CONFIG).exists():
-                write_json_atomic(self.dir / CONFIG, {"config": config, "environment": env})
+                write_json_atomic(self.dir / CONFIG, {"config": config, "environment": env, "start": start})
             for name in (METRICS, SAMPLES):
                 kept = [r for r in read_jsonl(self.dir / name) if r.get("step", 0) < (resume_from or 0)]
                 write_text_atomic(self.dir / name, "".join(json.dumps(r) + "\n" for r in kept))
@@ -216,6 +222,13 @@ def _sha256(path: Path) -> str:
 
 def read_config(run_dir: str | Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / CONFIG).read_text())["config"]
+
+
+def read_start(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run's start: {"init_sha256", "reference_sha256", ...} (None for a run that recorded none,
+    or that has no config.json)."""
+    path = Path(run_dir) / CONFIG
+    return json.loads(path.read_text()).get("start") if path.exists() else None
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any] | None:

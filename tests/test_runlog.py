@@ -14,6 +14,7 @@ from grpo_lab.runlog import (
     read_config,
     read_jsonl,
     read_metrics,
+    read_start,
     read_summary,
     write_json_atomic,
 )
@@ -27,8 +28,14 @@ def lines(path):
 
 def test_writer_flushes_each_line_before_finish(tmp_path):
     out = tmp_path / "run"
-    w = RunWriter(out, {"seed": 1}, ENV)
-    assert json.loads((out / CONFIG).read_text()) == {"config": {"seed": 1}, "environment": ENV}
+    start = {"init_sha256": "a" * 64, "reference_sha256": None}
+    w = RunWriter(out, {"seed": 1}, ENV, start=start)
+    assert json.loads((out / CONFIG).read_text()) == {
+        "config": {"seed": 1},
+        "environment": ENV,
+        "start": start,
+    }
+    assert read_start(out) == start
     assert read_config(out) == {"seed": 1}
     w.log({"step": 0, "reward": 0.5})
     assert lines(out / METRICS) == [{"step": 0, "reward": 0.5}]

@@ -1,9 +1,10 @@
 """The run store: one directory per run under a root, named by the hash of the config's fields set
-away from their defaults (and of the embedded model's build, when it is the model, and of the task
-file's content, for `file:PATH` tasks). A trained run is sealed (`runlog.seal`) with `BEHAVIOUR`, the
-version of what training computes; asking again for a run loads it only when it is current
-(`runlog.run_state`): a run that is unfinished, unsealed, torn (a file missing or changed) or stale (of
-another behaviour) is reported and trained again, never used. A failure is recorded in the run's
+away from their defaults (and of the sha256 of the embedded model's weights, when it is the model, and
+of the task file's content, for `file:PATH` tasks). A trained run is sealed (`runlog.seal`) with
+`BEHAVIOUR`, the version of what training computes; asking again for a run loads it only when it is
+current (`state`): a run that is unfinished, unsealed, torn (a file missing or changed) or stale (of
+another behaviour, or from other starting weights than today's) is reported and trained again, never
+used. A failure is recorded in the run's
 error.json (type, message, traceback) instead of being raised."""
 
 import hashlib
@@ -20,16 +21,37 @@ from typing import Any, Literal
 import pandas as pd
 
 from grpo_lab.config import Config
-from grpo_lab.models.embedded import build_lock, embedded_dir
-from grpo_lab.runlog import read_metrics, run_state, seal, write_json_atomic
+from grpo_lab.models.embedded import build_lock, start_sha256
+from grpo_lab.runlog import (
+    MANIFEST,
+    read_config,
+    read_metrics,
+    read_start,
+    run_state,
+    seal,
+    write_json_atomic,
+)
 from grpo_lab.tasks import task_identity
+from grpo_lab.tasks.from_file import file_task_exists, is_file_task
 
 ERROR = "error.json"
-BEHAVIOUR = "b7cdc7a6e30f"
+BEHAVIOUR = "882c07607800"
 """the version of the training code's behaviour: the start of the sha256 of the golden test's data
 (`tests/data/golden_metrics.json`), which changes exactly when a change alters what training
 computes (`tests/test_trainer_golden.py` fails until this follows it). Stored runs sealed with
-another version are stale."""
+another version are stale, unless `COMPATIBLE` keeps them."""
+
+COMPATIBLE: dict[str, Callable[[dict[str, Any]], bool]] = {
+    # pass@k logged beside the sampled accuracy, now sampled at the fixed val_temperature (1.0) where
+    # it took the sampling temperature times the learned one; CISPO's clip rate counts its own bound
+    "b7cdc7a6e30f": lambda c: (
+        c["temperature"] == 1.0 and not c["learnable_temperature"] and c["surrogate"] != "cispo"
+    ),
+}
+"""earlier behaviour versions whose runs stay current for the configs (dicts) the predicate accepts:
+a change that only adds logged metrics, or alters what training computes for some configs alone,
+keeps the others' runs. `tests/test_trainer_golden.py` checks each entry: on every golden config the
+predicate accepts, today's rows equal that version's on every metric it logged."""
 
 NO_TRAIN = "GRPO_LAB_NO_TRAIN"
 """an environment variable: when set (to anything but '' or '0') nothing may be trained, and asking
@@ -80,13 +102,48 @@ def run_dir(config: Config, root: str | Path) -> Path:
 def run_key(config: Config) -> str:
     """The hash of the full config, a `file:PATH` task counted by the file's content and not its path
     (`tasks.task_identity`: a changed file is a new run, a moved one is not) and, on the embedded
-    model, of which build of it the run trains (a store kept across a change to the default model or
-    its warm start never hands back runs of the old one)."""
+    model, of the sha256 of the weights the run starts from (`embedded.start_sha256`: runs from
+    different starts never share a key, so never meet in one comparison)."""
     key = config.key(task=task_identity(config.task))
     if config.model != "embedded":
         return key
-    model = embedded_dir(config.task, config.task_digits or None).name
-    return hashlib.sha256(f"{key}/{model}".encode()).hexdigest()[:16]
+    start = start_sha256(config.task, config.task_digits or None)
+    return hashlib.sha256(f"{key}/{start}".encode()).hexdigest()[:16]
+
+
+def expected_start(config: dict[str, Any]) -> str | None:
+    """The sha256 of the weights a run of `config` (a dict) must start from today: the embedded
+    model's for its task; None for another model (its record is kept, not checked) and for a file
+    task whose file is no longer where the run found it (its key, which includes the start, is what
+    finds it then)."""
+    task = config["task"]
+    if config["model"] != "embedded" or (is_file_task(task) and not file_task_exists(task)):
+        return None
+    return start_sha256(task, config["task_digits"] or None)
+
+
+def state(path: str | Path) -> tuple[str, str]:
+    """(state, why) of the stored run at `path` (`runlog.RUN_STATES`): `runlog.run_state` under
+    `BEHAVIOUR` (a run of a `COMPATIBLE` version whose config it accepts counts as current), then
+    the start: a run that records no starting weights, or other ones than today's, is stale."""
+    found, why = run_state(path, BEHAVIOUR)
+    path = Path(path)
+    if found == "stale":
+        trained_by = json.loads((path / MANIFEST).read_text())["behaviour"]
+        if trained_by in COMPATIBLE and COMPATIBLE[trained_by](read_config(path)):
+            found, why = "current", ""
+    if found != "current":
+        return found, why
+    start = read_start(path)
+    if start is None:
+        return "stale", f"{path} records no starting weights (config.json has no start)"
+    expected = expected_start(read_config(path))
+    if expected is not None and start["init_sha256"] != expected:
+        return "stale", (
+            f"{path} started from weights {start['init_sha256'][:16]}; today's embedded model of its task "
+            f"is {expected[:16]}"
+        )
+    return "current", ""
 
 
 def ensure(
@@ -114,8 +171,9 @@ def ensure(
 
 
 def is_current(path: str | Path) -> bool:
-    """Whether the run at `path` may be used: sealed by this behaviour, every file as sealed."""
-    return run_state(path, BEHAVIOUR)[0] == "current"
+    """Whether the run at `path` may be used (`state`): sealed by this behaviour (or a compatible
+    one), every file as sealed, started from today's weights."""
+    return state(path)[0] == "current"
 
 
 def unusable(paths: Iterable[Path]) -> dict[Path, str]:
@@ -123,9 +181,9 @@ def unusable(paths: Iterable[Path]) -> dict[Path, str]:
     they are trained again, and a sweep says so (an unfinished one is only an interrupted attempt)."""
     found = {}
     for path in paths:
-        state, why = run_state(path, BEHAVIOUR)
-        if state in ("unsealed", "torn", "stale"):
-            found[path] = f"{state}: {why}"
+        found_state, why = state(path)
+        if found_state in ("unsealed", "torn", "stale"):
+            found[path] = f"{found_state}: {why}"
     return found
 
 

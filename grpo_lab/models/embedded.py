@@ -1,8 +1,12 @@
 """The embedded default model: a ~1M-parameter Llama with a character tokenizer, warm-started
 by a short supervised fine-tune on the task's reference solutions until its greedy validation
-accuracy is moderate (GRPO learns from groups with mixed rewards). Built once per (task, model
-config), saved with `save_pretrained`, and always loaded back through `from_pretrained`. One process
-builds it; any other that needs it meanwhile waits for it (`build_lock`) and loads it."""
+accuracy is moderate (GRPO learns from groups with mixed rewards). The models of the tasks the
+studies use ship with the package (`SHIPPED`, each with the sha256 of its weights): a warm start stops
+on a threshold that kernels rounding differently can cross one check apart, so a rebuild on another
+machine may give other weights, and every run must start from the same ones. Any other task's model is
+built once per (task, model config), saved with `save_pretrained`, and always loaded back through
+`from_pretrained`; one process builds it, any other that needs it meanwhile waits for it
+(`build_lock`) and loads it."""
 
 import contextlib
 import fcntl
@@ -26,6 +30,7 @@ from transformers.utils import logging as hf_logging
 from grpo_lab.models.evaluation import evaluate
 from grpo_lab.models.sampler import positions
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
+from grpo_lab.models.weights import weights_sha256
 from grpo_lab.tasks import make_task, task_identity
 from grpo_lab.tasks.from_file import is_file_task, task_path
 from grpo_lab.threads import torch_threads
@@ -79,6 +84,12 @@ WARM_START: WarmStart = {
     "threads": 2,
 }
 FORMAT_VERSION = 2
+SHIPPED = Path(__file__).parent / "shipped"
+"""the shipped warm-started models, one directory each under the name `embedded_dir` gives (the hash
+of the task's data, tokenizer, architecture and warm-start settings); `scripts/ship_models.py`
+builds them and checks a rebuild against them"""
+RECORD = "warm_start.json"
+"""the file of a built model that records its warm start and `weights_sha256`, written last"""
 
 
 def cache_root() -> Path:
@@ -86,14 +97,64 @@ def cache_root() -> Path:
 
 
 def embedded_path(task: str, digits: int | None = None) -> Path:
-    """Directory of the warm-started model for a task, built on first use (under `build_lock`, so a
-    process that finds it being built waits and loads it instead of building it again)."""
+    """Directory of the warm-started model for a task: the shipped one when the package has it, else
+    the cached build, built on first use (under `build_lock`, so a process that finds it being built
+    waits and loads it instead of building it again)."""
+    shipped = shipped_dir(task, digits)
+    if shipped is not None:
+        return shipped
     path = embedded_dir(task, digits)
-    if not (path / "warm_start.json").exists():
+    if not (path / RECORD).exists():
         with build_lock(path):
-            if not (path / "warm_start.json").exists():
+            if not (path / RECORD).exists():
                 build(task, digits, path)
     return path
+
+
+def shipped_dir(task: str, digits: int | None = None) -> Path | None:
+    """The shipped model of the task under today's settings, or None when the package has none."""
+    path = SHIPPED / embedded_dir(task, digits).name
+    return path if (path / RECORD).exists() else None
+
+
+def start_sha256(task: str, digits: int | None = None) -> str:
+    """The sha256 of the embedded model's weights for a task (`weights.weights_sha256`), which every
+    run on it starts from: the shipped model's recorded value, else the cached build's (built first
+    when missing; a build from before the record existed is hashed once)."""
+    return _recorded_sha256(embedded_path(task, digits))
+
+
+@functools.cache
+def _recorded_sha256(path: Path) -> str:
+    record = json.loads((path / RECORD).read_text())
+    if "weights_sha256" in record:
+        return str(record["weights_sha256"])
+    from transformers import AutoModelForCausalLM
+
+    return weights_sha256(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32))
+
+
+def check_rebuild(task: str, digits: int | None = None) -> str:
+    """Build the task's model afresh on this machine (in a temporary directory) and say whether it
+    has the shipped weights: a machine whose kernels round differently can stop the warm start at
+    another check and build another model, which runs never use (they start from the shipped one)."""
+    shipped = shipped_dir(task, digits)
+    if shipped is None:
+        raise ValueError(f"no shipped model for task {task!r} (digits {digits}); shipped: "
+                         f"{', '.join(sorted(p.name for p in SHIPPED.iterdir() if p.is_dir()))}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        built = Path(tmp) / shipped.name
+        build(task, digits, built)
+        ours = json.loads((built / RECORD).read_text())
+    theirs = json.loads((shipped / RECORD).read_text())
+    if ours["weights_sha256"] == theirs["weights_sha256"]:
+        return f"{task}: this machine builds the shipped weights ({theirs['weights_sha256'][:16]})"
+    return (
+        f"{task}: this machine builds OTHER weights than the shipped model: sha256 "
+        f"{ours['weights_sha256'][:16]} after {ours['steps']} steps (greedy accuracy "
+        f"{ours['history'][-1]['val/accuracy']}) against the shipped {theirs['weights_sha256'][:16]} after "
+        f"{theirs['steps']} steps; runs start from the shipped one"
+    )
 
 
 @contextlib.contextmanager
@@ -217,9 +278,10 @@ def build(task_name: str, digits: int | None, path: Path) -> None:
         "seconds": time.perf_counter() - start,
         "params": sum(p.numel() for p in model.parameters()),
         "history": history,
+        "weights_sha256": weights_sha256(model),
         **cfg,
     }
-    (tmp / "warm_start.json").write_text(json.dumps(record, indent=2))
+    (tmp / RECORD).write_text(json.dumps(record, indent=2))
     try:
         tmp.rename(path)
     except OSError:  # another process built it first: keep theirs

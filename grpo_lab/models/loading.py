@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from grpo_lab.models.embedded import embedded_path
+from grpo_lab.models.weights import weights_sha256
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -27,6 +28,11 @@ class Policy:
     reference: torch.nn.Module | None
     """frozen copy of the initial weights; None under LoRA (adapter disabled instead) or when unused"""
     lora: bool
+    start_sha256: str
+    """sha256 of the weights the run starts from (`weights.weights_sha256` of the loaded model, before
+    any LoRA adapter: an adapter starts as the identity)"""
+    reference_sha256: str | None
+    """sha256 of the reference's weights (the base under LoRA); None when no reference is used"""
 
     @contextlib.contextmanager
     def as_reference(self) -> Iterator[torch.nn.Module]:
@@ -79,6 +85,7 @@ def load_policy(
     base.to(device)  # type: ignore[arg-type]
     net: PreTrainedModel | PeftModel = base
     reference = None
+    start = weights_sha256(base)
     if lora:
         from peft import LoraConfig, get_peft_model
 
@@ -90,4 +97,5 @@ def load_policy(
     if activation_checkpointing:  # non-reentrant: a LoRA model's frozen inputs need nothing more
         net.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     net.train()
-    return Policy(model=net, tokenizer=tokenizer, reference=reference, lora=lora)
+    reference_sha256 = weights_sha256(reference) if reference is not None else (start if lora else None)
+    return Policy(net, tokenizer, reference, lora, start, reference_sha256)

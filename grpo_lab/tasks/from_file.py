@@ -36,6 +36,11 @@ def is_file_task(name: str) -> bool:
     return name.startswith(PREFIX)
 
 
+def file_task_exists(name: str) -> bool:
+    """Whether the file or directory of `file:PATH` exists (`task_path` raises where it does not)."""
+    return Path(name[len(PREFIX) :]).expanduser().exists()
+
+
 def task_path(name: str) -> Path:
     """The file or directory of `file:PATH`, which must exist."""
     path = Path(name[len(PREFIX) :]).expanduser()

@@ -1,6 +1,7 @@
 """The run store trains a run once: two processes that ask for the same run at the same moment train it
 once, the second waits and loads it (a run trained twice at once into one directory corrupts it)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 RACER = textwrap.dedent(
     """
-    import os, sys, time
+    import json, os, sys, time
     from pathlib import Path
     from grpo_lab import Config
     from grpo_lab.training import trainer
@@ -24,6 +25,8 @@ RACER = textwrap.dedent(
             file.write(f"{os.getpid()}\\n")
         time.sleep(1.0)  # long enough for the other process to ask for the run meanwhile
         out.mkdir(parents=True)
+        record = {"config": config.to_dict(), "start": {"init_sha256": "x", "reference_sha256": None}}
+        (out / "config.json").write_text(json.dumps(record))
         (out / "metrics.jsonl").write_text("")
         (out / "summary.json").write_text("{}")
 
@@ -67,3 +70,36 @@ def test_no_train_refuses_a_run_the_store_lacks_and_names_it(tmp_path, monkeypat
     assert not any(tmp_path.iterdir())  # nothing written
     monkeypatch.setenv(store.NO_TRAIN, "0")
     store.refuse_training([config], tmp_path)  # '0' allows training
+
+
+def test_a_run_records_its_start_and_one_from_other_weights_is_stale_and_retrained(tmp_path):
+    """A run on the embedded model records the sha256 of the weights it started from, equal to the
+    shipped model's; the same run re-recorded as starting elsewhere is reported stale and trained
+    again; so is a run that records no start at all."""
+    from grpo_lab import preset
+    from grpo_lab.experiments import store
+    from grpo_lab.models.embedded import shipped_dir, start_sha256
+    from grpo_lab.runlog import CONFIG, MANIFEST, read_start, seal
+
+    assert shipped_dir("judge") is not None
+    config = preset("grpo", task="judge", steps=1, prompts_per_step=2, group_size=2, val_size=4,
+                    val_sampled_size=4, max_completion_length=6, eval_every=1, progress=False)  # fmt: skip
+    assert store.ensure(config, tmp_path) == "trained"
+    path = store.run_dir(config, tmp_path)
+    start = read_start(path)
+    assert start == {"init_sha256": start_sha256("judge"), "reference_sha256": start_sha256("judge")}
+    assert store.state(path) == ("current", "")
+
+    def rewrite(start):
+        record = json.loads((path / CONFIG).read_text())
+        (path / CONFIG).write_text(json.dumps({**record, "start": start}))
+        seal(path, json.loads((path / MANIFEST).read_text())["behaviour"])
+
+    rewrite({"init_sha256": "0" * 64, "reference_sha256": None})
+    found, why = store.state(path)
+    assert found == "stale" and "started from weights 0000000000000000" in why
+    assert store.unusable([path]) == {path: f"stale: {why}"}
+    assert store.ensure(config, tmp_path) == "trained"
+    assert read_start(path)["init_sha256"] == start_sha256("judge")
+    rewrite(None)
+    assert store.state(path)[0] == "stale" and not store.is_current(path)
