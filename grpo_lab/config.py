@@ -209,7 +209,9 @@ class Config:
     val_size: int = 200
     """validation prompts, greedy decoding (val/accuracy)"""
     val_samples: int = 4
-    """completions per validation prompt sampled at the sampling temperature (val/sampled_accuracy); 0: off"""
+    """completions per validation prompt sampled at `val_temperature` (sampled accuracy, pass@k); 0: off"""
+    val_temperature: float = 1.0
+    """the one temperature of the sampled validation, never a learned or scheduled one: arms score alike"""
     val_sampled_size: int = 200
     """validation prompts of the sampled accuracy: the task's first ones, as for the greedy accuracy"""
     grad_cos_every: int = 0
@@ -442,6 +444,7 @@ def validate(c: Config) -> None:
     ):
         _check(getattr(c, name) >= 0, f"{name} must be >= 0, got {getattr(c, name)}")
     _check(c.temperature > 0, f"temperature must be > 0, got {c.temperature}")
+    _check(c.val_temperature > 0, f"val_temperature must be > 0, got {c.val_temperature}")
     _check(c.learning_rate > 0, f"learning_rate must be > 0, got {c.learning_rate}")
     _check(
         c.max_grad_norm >= 0,

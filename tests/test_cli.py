@@ -70,6 +70,28 @@ def test_presets_diff_grpo(capsys):
     assert capsys.readouterr().out.strip() == "grpo: identical to grpo"
 
 
+def test_presets_diff_shows_the_changes_against_grpo_and_against_the_matched_comparator(capsys):
+    assert main(["presets", "--diff", "dapo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "dapo relative to grpo:"
+    split = lines.index("dapo relative to its matched comparator grpo_no_kl (its own mechanism):")
+    assert [line.split()[0] for line in lines[1:split]] == [
+        "eps_high",
+        "kl_placement",
+        "kl_coef",
+        "aggregation",
+    ]
+    assert [line.split()[0] for line in lines[split + 1 :]] == ["eps_high", "aggregation"]
+    assert "0.2 -> 0.28" in " ".join(lines[split + 1].split())
+
+
+def test_presets_diff_of_a_preset_matched_with_grpo_has_one_section(capsys):
+    assert main(["presets", "--diff", "scheme_a"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "scheme_a relative to grpo, its matched comparator:"
+    assert [line.split()[0] for line in lines[1:]] == ["eps_high", "dual_clip_c", "is_correction"]
+
+
 def test_presets_diff_unknown(capsys):
     assert main(["presets", "--diff", "nope"]) == 2
     assert "unknown preset 'nope'" in capsys.readouterr().err
@@ -83,7 +105,8 @@ def test_train_writes_a_run_directory(run_dir, tiny_model_path, capsys):
         "summary.json",
     ]
     record = json.loads((run_dir / "config.json").read_text())
-    assert set(record) == {"config", "environment"}
+    assert set(record) == {"config", "environment", "start"}
+    assert record["start"]["init_sha256"] == record["start"]["reference_sha256"]  # the reference is a copy
     config = Config.from_dict(record["config"])
     assert (config.steps, config.seed, config.model, config.val_size) == (STEPS, 0, tiny_model_path, 8)
     assert config.preset == "grpo" and config.progress is False
@@ -98,7 +121,14 @@ def test_train_writes_a_run_directory(run_dir, tiny_model_path, capsys):
         assert 0.0 <= r["val/accuracy"] <= 1.0
         assert "reward" in r and "loss" in r and "kl" in r
         assert r["completions/max_length"] <= 8
-    assert set(rows[-1]) == {"step", "val/accuracy", "val/reward", "val/sampled_accuracy"}
+    assert set(rows[-1]) == {
+        "step",
+        "val/accuracy",
+        "val/reward",
+        "val/sampled_accuracy",
+        "val/pass@2",
+        "val/pass@4",
+    }
 
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert samples and {s["step"] for s in samples} == {0, 1}

@@ -20,12 +20,13 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
 
-from grpo_lab import Trainer, preset
-from grpo_lab.experiments.store import BEHAVIOUR
+from grpo_lab import Config, Trainer, preset
+from grpo_lab.experiments.store import BEHAVIOUR, COMPATIBLE
 from grpo_lab.presets import PRESETS
 
 GOLDEN = Path(__file__).parent / "data" / "golden_metrics.json"
@@ -130,21 +131,31 @@ def metrics(rows: list[dict]) -> list[dict]:
     ]
 
 
+RESUMED = dict(
+    TINY,
+    steps=4,
+    checkpoint_every=2,
+    kl_schedule="threshold",
+    kl_target=1e-6,
+    entropy_coef=0.01,
+    entropy_target=5.0,
+)
+"""the run that is interrupted after a checkpoint and resumed"""
+
+
+def golden_config(name: str, model: str) -> Config | None:
+    """The config of a golden run (None for `reconfigure`, whose config changes while it runs)."""
+    if name == "resume":
+        return preset("grpo", model=model, **RESUMED)
+    if name == "reconfigure":
+        return None
+    changes = dict(CONFIGS[name])
+    return preset(changes.pop("preset"), model=model, **{**TINY, **changes})
+
+
 def run(name: str, model: str, tmp_path: Path) -> list[dict]:
     if name == "resume":  # interrupted after a checkpoint, then resumed: must equal the golden rows
-        config = preset(
-            "grpo",
-            model=model,
-            **{
-                **TINY,
-                "steps": 4,
-                "checkpoint_every": 2,
-                "kl_schedule": "threshold",
-                "kl_target": 1e-6,
-                "entropy_coef": 0.01,
-                "entropy_target": 5.0,
-            },
-        )
+        config = preset("grpo", model=model, **RESUMED)
         first = Trainer(config, tmp_path / "run")
         first.step(), first.step(), first.step()
         return Trainer(config, tmp_path / "run", resume=True).run().to_dict("records")
@@ -155,8 +166,7 @@ def run(name: str, model: str, tmp_path: Path) -> list[dict]:
         trainer.step()
         trainer.reconfigure(kl_placement="reward", kl_estimator="k1")
         return trainer.run().to_dict("records")
-    changes = dict(CONFIGS[name])
-    return Trainer(preset(changes.pop("preset"), model=model, **{**TINY, **changes})).run().to_dict("records")
+    return Trainer(cast(Config, golden_config(name, model))).run().to_dict("records")
 
 
 NAMES = [*CONFIGS, "resume", "reconfigure"]
@@ -202,3 +212,25 @@ def test_the_store_behaviour_version_follows_the_golden_data():
     becomes stale) instead of mixing runs of two behaviours in one figure."""
     digest = hashlib.sha256(GOLDEN.read_bytes()).hexdigest()[: len(BEHAVIOUR)]
     assert BEHAVIOUR == digest, f"set grpo_lab.experiments.store.BEHAVIOUR = {digest!r}"
+
+
+@pytest.mark.parametrize("version", sorted(COMPATIBLE))
+def test_a_compatible_behaviour_computes_what_today_does_wherever_it_is_accepted(version):
+    """A behaviour version in `store.COMPATIBLE` keeps stored runs whose config its predicate accepts:
+    its golden data (golden_metrics.<version>.json, with the configs they were made of) must equal
+    today's on every metric it logged, for every golden config that is the same today and that the
+    predicate accepts; and where the rows differ, the predicate must reject the config."""
+    old = json.loads(GOLDEN.with_name(f"golden_metrics.{version}.json").read_text())
+    today = json.loads(GOLDEN.read_text())
+    accepted = 0
+    for name, config in old["configs"].items():
+        now = golden_config(name, "tiny")
+        if config is None or now is None or Config.from_dict({**config, "model": "tiny"}) != now:
+            continue  # a config that is not the same today says nothing of the behaviour
+        same = all(
+            {k: new.get(k) for k in was} == was
+            for was, new in zip(old["metrics"][name], today[name], strict=True)
+        )
+        assert same or not COMPATIBLE[version](config), f"{name}: rows changed, yet {version}'s runs are kept"
+        accepted += same and COMPATIBLE[version](config)
+    assert accepted >= len(old["configs"]) // 2, "the check should cover most golden configs"

@@ -55,3 +55,54 @@ HEADLINE = Score("val/sampled_accuracy", 0.5)
 """the headline score every verdict uses (chosen by the score pilot, `docs/studies.md`)"""
 GREEDY = Score("val/accuracy", 0.5)
 """greedy accuracy over the same window, logged beside the headline score"""
+PASS_AT_4 = Score("val/pass@4", 0.5)
+"""pass@4 at the validation temperature over the same window: what sharpening alone cannot raise"""
+CANDIDATES = {"sampled accuracy": HEADLINE, "greedy accuracy": GREEDY, "pass@4": PASS_AT_4}
+"""the scores the headline was chosen among (`examine`, `docs/studies.md` "The headline score")"""
+ENTROPY_TAIL = 0.1
+"""a run's final entropy: the mean token entropy of its training batches over this last share of steps"""
+
+
+def final_entropy(run: pd.DataFrame) -> float:
+    """The mean `entropy` of the run's training steps in its last `ENTROPY_TAIL` (NaN without any)."""
+    train = run.dropna(subset=["entropy"]) if "entropy" in run.columns else run.iloc[:0]
+    if not len(train):
+        return math.nan
+    last = float(train["step"].max())
+    return float(train.loc[train["step"] >= (1 - ENTROPY_TAIL) * last, "entropy"].mean())
+
+
+def examine(
+    spread: pd.DataFrame, reference: pd.DataFrame, candidates: dict[str, Score] = CANDIDATES
+) -> pd.DataFrame:
+    """For each candidate score, what decides a headline: its seed-to-seed sd over the `reference`
+    runs (one configuration over seeds, a row per run and step with `seed`), what the reference
+    learns in it (`gain`: mean score minus start), their ratio (the noise a comparison must beat, in
+    units of what there is to learn), and its Spearman correlation with the final entropy across the
+    `spread` runs (many configurations, a row per run and step with `label` and `seed`): a score that
+    tracks entropy this closely rewards sharpening, whatever it says of learning. A candidate the runs
+    did not log has NaN and `runs` 0."""
+    rows = []
+    for name, score in candidates.items():
+        ref = [(score.of(run), score.start(run)) for _, run in reference.groupby("seed")]
+        values = np.array([v for v, _ in ref], dtype=float)
+        starts = np.array([s for _, s in ref], dtype=float)
+        per_run = pd.DataFrame(
+            [(score.of(run), final_entropy(run)) for _, run in spread.groupby(["label", "seed"])],
+            columns=["score", "entropy"],
+        ).dropna()
+        gain = float(np.nanmean(values - starts)) if np.isfinite(values).any() else math.nan
+        sd = float(np.nanstd(values, ddof=1)) if np.isfinite(values).sum() > 1 else math.nan
+        rho = float(per_run["score"].rank().corr(per_run["entropy"].rank())) if len(per_run) > 2 else math.nan
+        rows.append(
+            {
+                "score": name,
+                "what": score.caption(),
+                "gain": gain,
+                "sd": sd,
+                "sd / gain": sd / gain if gain > 0 else math.nan,
+                "spearman with final entropy": rho,
+                "runs": len(per_run),
+            }
+        )
+    return pd.DataFrame(rows)

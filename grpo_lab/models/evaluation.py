@@ -9,6 +9,8 @@ stream at the same step: common random numbers that pair the evaluation noise to
 models layer, beside the sampler it drives, because the embedded model's warm start stops on it
 (`models.embedded`)."""
 
+import math
+
 import torch
 
 from grpo_lab.models.sampler import decode, encode_prompts, sample
@@ -109,3 +111,20 @@ def sampled_correct(
         rows.append(torch.tensor(hits, dtype=torch.bool).view(len(chunk), samples))  # (b, k)
     model.train(was_training)
     return torch.cat(rows)  # (n, k)
+
+
+def pass_ks(samples: int) -> list[int]:
+    """The k of the pass@k a validation with `samples` completions per prompt logs: 2, 4, 8, ... up
+    to `samples` (pass@1 is the sampled accuracy itself)."""
+    return [2**i for i in range(1, samples.bit_length()) if 2**i <= samples]
+
+
+def pass_at_k(hits: torch.Tensor, k: int) -> float:
+    """The unbiased pass@k (Chen et al. 2021, arXiv 2107.03374) from `hits` (n, s): per prompt with c
+    correct of s samples, 1 - C(s - c, k) / C(s, k), the chance that k of its s samples drawn without
+    replacement hold a correct one; averaged over the n prompts."""
+    s = hits.shape[1]
+    if not 1 <= k <= s:
+        raise ValueError(f"pass@{k} needs 1 <= k <= samples per prompt ({s})")
+    correct = hits.sum(dim=1).tolist()
+    return sum(1 - math.comb(s - c, k) / math.comb(s, k) for c in correct) / len(correct)

@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 
 from grpo_lab.analysis.diagnostics import diagnose
 from grpo_lab.config import Config, field_names
-from grpo_lab.models.evaluation import evaluate, sampled_correct, sampling_seed
+from grpo_lab.models.embedded import start_sha256
+from grpo_lab.models.evaluation import evaluate, pass_at_k, pass_ks, sampled_correct, sampling_seed
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
 from grpo_lab.models.sampler import Rollout
@@ -205,6 +206,7 @@ class Trainer:
             lora_alpha=c.lora_alpha,
             need_reference=c.uses_reference,
         )
+        self.start = self._start(c)
         self.model = self.policy.model
         self.tok = cast(Any, self.policy.tokenizer)  # a Hugging Face tokenizer
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -249,10 +251,12 @@ class Trainer:
 
     def validate(self) -> dict[str, float]:
         """Validation at the current step: greedy decoding on the task's validation set
-        (`val/accuracy`, `val/reward`) and, with `val_samples` > 0, `val/sampled_accuracy`: the mean
-        correctness of `val_samples` completions per prompt on the first `val_sampled_size`
-        validation prompts, at the sampling temperature, from a generator seeded by the step alone
-        (the same stream for every arm and seed: `evaluation.sampling_seed`)."""
+        (`val/accuracy`, `val/reward`) and, with `val_samples` > 0, `val/sampled_accuracy` (pass@1)
+        and `val/pass@k` for k = 2, 4, ... up to `val_samples` (`evaluation.pass_at_k`, unbiased) from
+        `val_samples` completions per prompt on the first `val_sampled_size` validation prompts, at
+        the fixed `val_temperature` (never the learned one: an arm that sharpens its own sampling is
+        scored as every other), from a generator seeded by the step alone (the same stream for every
+        arm and seed: `evaluation.sampling_seed`). Sharpening raises pass@1 but not pass@k."""
         c = self.config
         out = evaluate(
             self.model,
@@ -271,10 +275,12 @@ class Trainer:
                 self.sampled_val_set,
                 samples=c.val_samples,
                 max_new_tokens=c.max_completion_length,
-                temperature=c.temperature * (self.tau().item() if self.tau is not None else 1.0),
+                temperature=c.val_temperature,
                 seed=sampling_seed(self.step_index),
             )  # (n, k)
             out["val/sampled_accuracy"] = float(hits.float().mean())
+            for k in pass_ks(c.val_samples):
+                out[f"val/pass@{k}"] = pass_at_k(hits, k)
         return out
 
     def _check_rewards(self, task: Task, reward_names: Sequence[str]) -> None:
@@ -292,6 +298,21 @@ class Trainer:
                 "token_adv_mix > 0 needs token-level rewards: "
                 "task 'arith' (per-digit credit) or kl_placement='reward'"
             )
+
+    def _start(self, c: Config) -> dict[str, Any]:
+        """The weights the run starts from, as config.json records them: the sha256 of the initial
+        policy and of the reference. On the embedded model they must be the task's recorded start
+        (`embedded.start_sha256`): a model that differs from its own record is corrupt, and a run
+        from it would be keyed as a run from the recorded weights."""
+        p = self.policy
+        if c.model == "embedded":
+            expected = start_sha256(c.task, c.task_digits or None)
+            if p.start_sha256 != expected:
+                raise RuntimeError(
+                    f"the embedded model of task {c.task!r} has weights {p.start_sha256[:16]}, but its "
+                    f"record says {expected[:16]}: the model directory is corrupt; remove it to rebuild"
+                )
+        return {"init_sha256": p.start_sha256, "reference_sha256": p.reference_sha256}
 
     def _optimizer(self) -> torch.optim.Optimizer:
         """AdamW over the model's trainable weights (group 0) and the learnable temperature."""
@@ -332,7 +353,9 @@ class Trainer:
             return None
         start = self.step_index
         env = environment(str(self.device))
-        writer = RunWriter(self.out, start_config.to_dict(), env, resume_from=start if resume else None)
+        writer = RunWriter(
+            self.out, start_config.to_dict(), env, resume_from=start if resume else None, start=self.start
+        )
         if (self.out / EVENTS).exists():  # keep what happened before `start`
             self.events = [e for e in read_jsonl(self.out / EVENTS) if resume and e["step"] < start]
             write_text_atomic(self.out / EVENTS, "".join(json.dumps(e) + "\n" for e in self.events))
