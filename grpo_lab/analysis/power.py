@@ -5,10 +5,12 @@ Two arms that share a seed share the prompts and the sampling streams, so their 
 d_i = y_i(treatment) - y_i(control) removes the between-seed variance. The effect is mean(d) with
 the t-interval mean(d) +- t(1 - alpha/2, n - 1) sd(d) / sqrt(n); the minimum detectable effect at
 level alpha and power 1 - beta is (t(1 - alpha/2, n - 1) + t(1 - beta, n - 1)) sd(d) / sqrt(n).
-A verdict compares the interval with a margin (the effect of interest): an interval above or below
-0 is a difference; one that contains 0 and lies within +-margin is "no difference larger than the
-margin"; anything else says only that the design could not tell. No verdict rests on fewer than
-MIN_SEEDS seeds or on a zero-width interval (`zero_width`). Adding seeds until an interval decides
+A verdict compares the interval and the effect with a margin (the effect of interest): an interval
+above or below 0 is a difference, called better or worse only when the effect itself lies beyond
++-margin and "smaller than the margin" when it lies within (the interval excludes 0 but the effect is
+too small to matter); an interval that contains 0 and lies within +-margin is "no difference larger
+than the margin"; anything else says only that the design could not tell. No verdict rests on fewer
+than MIN_SEEDS seeds or on a zero-width interval (`zero_width`). Adding seeds until an interval decides
 needs a group-sequential boundary: `grpo_lab.analysis.sequential`."""
 
 import math
@@ -21,7 +23,16 @@ from scipy import stats
 
 ALPHA, POWER = 0.05, 0.8
 """the level of every test and the power the minimum detectable effect is computed for"""
-VERDICTS = ("better", "worse", "no difference > margin", "undecided", "too few seeds")
+BETTER, WORSE = "better", "worse"
+"""an interval above (below) 0 and an effect beyond the margin"""
+SMALLER = "smaller than the margin"
+"""an interval that excludes 0 around an effect within +-margin: a difference too small to matter"""
+NO_DIFFERENCE = "no difference > margin"
+"""an interval that contains 0 and lies inside +-margin"""
+UNDECIDED, TOO_FEW_SEEDS = "undecided", "too few seeds"
+"""an interval that decides none of the above; fewer than MIN_SEEDS seeds"""
+VERDICTS = (BETTER, WORSE, SMALLER, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS)
+"""every verdict of a paired comparison, a factorial effect and the sequential rule"""
 MIN_SEEDS = 3
 """the fewest paired seeds any verdict rests on: with 2 the t-interval has one degree of freedom, its
 standard deviation is one difference of two numbers, and two seeds that happen to agree give an
@@ -48,27 +59,35 @@ class Paired:
     """minimum detectable effect at level ALPHA and power POWER with these n seeds"""
 
     def verdict(self, margin: float) -> str:
-        """better / worse (interval above / below 0), 'no difference > margin' (interval inside
-        [-margin, margin]), 'undecided' (neither), 'too few seeds' (n < MIN_SEEDS).
+        """The `VERDICTS` entry of this comparison against `margin` (`word`), 'too few seeds' when
+        n < MIN_SEEDS.
 
         A zero-width interval (every seed gave the same difference, sd 0: e.g. two arms whose scores
         are identical because the mechanism under test never acted) is 'undecided': its width says
         nothing about the spread of the difference over seeds, only that these few seeds agreed, so it
         can neither exclude 0 nor show that the effect is within the margin."""
         if self.n < MIN_SEEDS or not math.isfinite(self.low):
-            return "too few seeds"
+            return TOO_FEW_SEEDS
         if zero_width(self.low, self.high):
-            return "undecided"
-        if self.low > 0:
-            return "better"
-        if self.high < 0:
-            return "worse"
-        if -margin <= self.low and self.high <= margin:
-            return "no difference > margin"
-        return "undecided"
+            return UNDECIDED
+        return word(self.effect, self.low, self.high, margin)
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+def word(effect: float, low: float, high: float, margin: float) -> str:
+    """The verdict of an effect and its (non-degenerate) interval [low, high] against `margin`:
+    better / worse when the interval lies above / below 0 and |effect| > margin; 'smaller than the
+    margin' when it excludes 0 but |effect| <= margin; 'no difference > margin' when it contains 0 and
+    lies inside [-margin, margin]; 'undecided' otherwise."""
+    if low > 0 or high < 0:
+        if abs(effect) <= margin:
+            return SMALLER
+        return BETTER if low > 0 else WORSE
+    if -margin <= low and high <= margin:
+        return NO_DIFFERENCE
+    return UNDECIDED
 
 
 def zero_width(low: ArrayLike, high: ArrayLike) -> NDArray[np.bool_]:

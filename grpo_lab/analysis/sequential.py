@@ -29,14 +29,17 @@ z statistics; gamma (`calibration`) is set once per plan by a simulation under t
 error stays at or below alpha. `simulate` gives the operating characteristics of any plan; the tests hold
 the rule to a type I error of at most alpha with normal and heavy-tailed differences.
 
-A look decides 'better' or 'worse' when that adjusted interval excludes 0, and 'no difference > margin'
-(futility) when it contains 0 and lies inside +-margin. Futility can only lower the type I error of the
+A look decides when that adjusted interval excludes 0: 'better' or 'worse' when the effect lies beyond
++-margin, 'smaller than the margin' when it lies within (a difference too small to matter; each of the
+three rejects the null, and the type I error counts them all); and 'no difference > margin' (futility)
+when the interval contains 0 and lies inside +-margin. Futility can only lower the type I error of the
 efficacy decision: the efficacy boundary is computed as if the comparison never stopped for futility
 (non-binding), and stopping for futility only removes later chances to cross it. Judging futility on the
-adjusted, wider interval also bounds the chance that a look calls a true effect of +-margin 'no difference'
-by half that look's level. No look decides on fewer than `min_seeds` (at least `power.MIN_SEEDS`) seeds or
-on a zero-width interval (every seed gave the same difference: e.g. two arms with identical scores because
-the mechanism never acted); such a look continues, or is 'undecided' at the cap, and says why."""
+adjusted, wider interval also bounds the chance that a look calls a true effect of +-margin 'no
+difference' by half that look's level. No look decides on fewer than `min_seeds` (at least
+`power.MIN_SEEDS`) seeds or on a zero-width interval (every seed gave the same difference: e.g. two arms
+with identical scores because the mechanism never acted); such a look continues, or is 'undecided' at the
+cap, and says why."""
 
 import functools
 import math
@@ -49,11 +52,20 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
-from grpo_lab.analysis.power import ALPHA, MIN_SEEDS, VERDICTS, mde_factor, zero_width
+from grpo_lab.analysis.power import (
+    ALPHA,
+    BETTER,
+    MIN_SEEDS,
+    NO_DIFFERENCE,
+    SMALLER,
+    UNDECIDED,
+    WORSE,
+    mde_factor,
+    zero_width,
+)
 
-BETTER, WORSE, NO_DIFFERENCE, UNDECIDED = VERDICTS[0], VERDICTS[1], VERDICTS[2], VERDICTS[3]
 CONTINUE = "continue"
-DECISIONS = (CONTINUE, BETTER, WORSE, NO_DIFFERENCE, UNDECIDED)
+DECISIONS = (CONTINUE, BETTER, WORSE, NO_DIFFERENCE, UNDECIDED, SMALLER)
 """a look's decision, in the order of the integer codes of the vectorised rule; the decided ones are
 the verdicts of `power.VERDICTS`, so the verdict table reads them as it reads a fixed design's"""
 
@@ -102,7 +114,8 @@ class Plan:
     look after every `block` new seeds, and a last look at `max_seeds` (the cap)."""
 
     margin: float
-    """the effect of interest: an adjusted interval inside +-margin is 'no difference > margin'"""
+    """the effect of interest: an adjusted interval inside +-margin is 'no difference > margin', and one
+    that excludes 0 is 'better' or 'worse' only when the effect lies beyond it"""
     min_seeds: int = MIN_SEEDS
     """seeds at the first look (at least power.MIN_SEEDS)"""
     block: int = 3
@@ -239,9 +252,11 @@ def _rule(
         half = np.where(flat, 0.0, stats.t.isf(level / 2, n - 1) * se)
     low, high = mean - half, mean + half
     inside = (low <= 0) & (high >= 0) & (low >= -margin) & (high <= margin)
+    beyond = np.abs(mean) > margin
     code = np.full(mean.shape, DECISIONS.index(UNDECIDED if final else CONTINUE))
-    code[~flat & (low > 0)] = DECISIONS.index(BETTER)
-    code[~flat & (high < 0)] = DECISIONS.index(WORSE)
+    code[~flat & (low > 0) & beyond] = DECISIONS.index(BETTER)
+    code[~flat & (high < 0) & beyond] = DECISIONS.index(WORSE)
+    code[~flat & ((low > 0) | (high < 0)) & ~beyond] = DECISIONS.index(SMALLER)
     code[~flat & inside] = DECISIONS.index(NO_DIFFERENCE)
     return code, half
 
@@ -305,7 +320,9 @@ def decide(
     if bool(zero_width(effect - plain, effect + plain)):
         why = f"zero-width interval: all {n} seeds gave the same difference {effect:+.4g}; it cannot decide"
     elif decision in (BETTER, WORSE):
-        why = f"the interval at level {1 - level:.6g} excludes 0"
+        why = f"the interval at level {1 - level:.6g} excludes 0 and the effect lies beyond +-{plan.margin:g}"
+    elif decision == SMALLER:
+        why = f"the interval at level {1 - level:.6g} excludes 0 but the effect lies within +-{plan.margin:g}"
     elif decision == NO_DIFFERENCE:
         why = f"the interval at level {1 - level:.6g} lies inside +-{plan.margin:g}"
     elif final:
@@ -378,6 +395,7 @@ class Operating:
     reps: int
     better: float
     worse: float
+    smaller: float
     no_difference: float
     undecided: float
     """rates of each final decision over the simulated comparisons"""
@@ -388,8 +406,9 @@ class Operating:
 
     @property
     def rejection(self) -> float:
-        """rate of 'better' or 'worse': the type I error when the effect is 0"""
-        return self.better + self.worse
+        """rate of the decisions whose interval excludes 0 (better, worse, smaller than the margin):
+        the type I error when the effect is 0"""
+        return self.better + self.worse + self.smaller
 
     @property
     def mc_se(self) -> float:
@@ -436,6 +455,7 @@ def simulate(
         reps,
         better=float(rate[DECISIONS.index(BETTER)]),
         worse=float(rate[DECISIONS.index(WORSE)]),
+        smaller=float(rate[DECISIONS.index(SMALLER)]),
         no_difference=float(rate[DECISIONS.index(NO_DIFFERENCE)]),
         undecided=float(rate[DECISIONS.index(UNDECIDED)]),
         expected_seeds=float(used.mean()),

@@ -1,51 +1,108 @@
 """The verdict table: one row per scheme (against `grpo`) and per trick (its leave-one-out from all
 tricks on), computed from the runs alone: the paired effect on the headline score
-(`analysis.scores.HEADLINE`) with its 95% interval and minimum detectable effect, both also as a
-fraction of what the reference learns over the run (its gain in the same score), the stability
-figures relative to the reference, the cost multiple, the activity measure, and a verdict against
-the margin of interest (better / worse / no difference larger than the margin / undecided). It is
-the measured counterpart of the tricks review's table of difficulty, stability, performance, cost
-and recommendation (`docs/sources.md`, Tricks review §3.1). Reads run logs only."""
+(`analysis.scores.HEADLINE`) with its interval and minimum detectable effect, both also as a
+fraction of what the reference learns over the run (its gain in the same score), the paired effect
+on greedy accuracy over the same window beside it, the stability figures relative to the reference,
+the cost multiple, the activity measure, and a verdict against the margin of interest (better /
+worse: the interval excludes 0 and the effect lies beyond the margin; smaller than the margin: it
+excludes 0 but the effect lies within; no difference larger than the margin; undecided). Rows of a
+group-sequential study are decided by its own rule, on its adjusted interval (`Rule`). It is the
+measured counterpart of the tricks review's table of difficulty, stability, performance, cost and
+recommendation (`docs/sources.md`, Tricks review §3.1). Reads run logs only."""
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import stability
+from grpo_lab.analysis import sequential, stability
 from grpo_lab.analysis.activity import ACTIVITY, activity
-from grpo_lab.analysis.power import paired
-from grpo_lab.analysis.scores import GREEDY, HEADLINE
+from grpo_lab.analysis.power import (
+    ALPHA,
+    BETTER,
+    MIN_SEEDS,
+    NO_DIFFERENCE,
+    SMALLER,
+    TOO_FEW_SEEDS,
+    UNDECIDED,
+    WORSE,
+    paired,
+)
+from grpo_lab.analysis.scores import GREEDY, HEADLINE, PASS_AT_4
 
 MARGIN_OF_GAIN = 0.15
 """the effect of interest as a fraction of the reference's gain over the run in the headline score:
-smaller differences are 'no difference' when the design can show it, and every headline design is
-sized so that its MDE is at most this fraction of the gain"""
+smaller differences are 'no difference' when the design can show it (or 'smaller than the margin'
+when they are shown to be non-zero), and every headline design is sized so that its MDE is at most
+this fraction of the gain"""
 COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
+ENTROPY_COLLAPSE_X = 1.5
+"""a row's entropy collapses when its arm's entropy decay (`stability.entropy_decay`: the share of
+the entropy lost from the first to the last steps) is more than this multiple of the reference's,
+while the reference's entropy falls too (a multiple of a rise means nothing)"""
 STABILITY_COLUMNS = ("kl_volatility", "grad_spikes", "entropy_decay", "clip_rate", "reward_variance")
 """the stability figures shown in the table, each as arm / reference"""
-PROTOCOLS = ("paired", "factorial screen", "leave-one-out")
-"""what produced a row: a paired comparison on seeds, the factorial screen's main effect, or the
-Tricks review's leave-one-out from every trick on"""
+PROTOCOLS = ("paired", "sequential", "factorial screen", "leave-one-out")
+"""what produced a row: a paired comparison on seeds, the group-sequential rule's final look on
+them, the factorial screen's main effect, or the Tricks review's leave-one-out from every trick on"""
 TABLE_COLUMNS = (
     "row",
     "kind",
     "protocol",
     "effect",
-    "95% CI",
+    "CI",
     "MDE",
     "MDE / gain",
     "seeds",
+    "greedy effect",
+    "pass@4 effect",
     "activity",
     "stability",
     "cost",
     "verdict",
+    "notes",
 )
 """the columns of the verdict table in figures/README.md (`table_markdown`), in order"""
-WORDS = {"better": "better", "worse": "worse", "no difference > margin": "no difference"}
+WORDS = {BETTER: "better", WORSE: "worse", SMALLER: "smaller than the margin", NO_DIFFERENCE: "no difference"}
 """the verdicts as the table words them; any other (undecided, too few seeds) is 'undecided'"""
+DIRECTION_DIFFERS, ENTROPY_COLLAPSE = "direction differs", "entropy collapse"
+"""the notes of a row: its headline and greedy effects have opposite signs and one of their
+intervals excludes 0; its entropy falls far more than the reference's (`ENTROPY_COLLAPSE_X`)"""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The group-sequential rule a study followed for its rows (`analysis.sequential`): the plan it
+    judged each comparison with and the seed counts at which it looked, so that a row is decided as
+    the study decided it, on the rule's adjusted interval rather than a plain 95% one."""
+
+    plan: sequential.Plan
+    """the plan of every row's comparison; its margin is the rows' margin"""
+    looks: tuple[int, ...]
+    """the seed counts of the study's looks, increasing; the last is the cap (`plan.max_seeds`)"""
+
+    def __post_init__(self) -> None:
+        looks = list(self.looks)
+        if not looks or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] < 1:
+            raise ValueError(f"a rule's looks must be increasing seed counts >= 1, got {looks}")
+        if looks[-1] != self.plan.max_seeds:
+            raise ValueError(
+                f"a rule's last look ({looks[-1]}) must be its plan's cap ({self.plan.max_seeds})"
+            )
+
+    def decide(self, treatment: pd.Series, control: pd.Series) -> sequential.Look:
+        """The rule's decision at the comparison's last look: the per-seed differences over the seeds
+        both arms have (finite ones, in seed order), after the study's looks at fewer seeds, final when
+        the cap is reached (`sequential.decide`)."""
+        both = pd.concat({"t": treatment, "c": control}, axis=1, join="inner").astype(float).sort_index()
+        d = (both["t"] - both["c"]).to_numpy()
+        d = d[np.isfinite(d)]
+        earlier = [k for k in self.looks if k < len(d)]
+        return sequential.decide(self.plan, d, earlier=earlier, final=len(d) >= self.looks[-1])
 
 
 def run_scores(
@@ -67,6 +124,7 @@ def run_scores(
                 "score": HEADLINE.of(run),
                 "start": HEADLINE.start(run),
                 "greedy": GREEDY.of(run),
+                "pass@4": PASS_AT_4.of(run),
                 "accuracy": float(val["val/accuracy"].iloc[-1]) if len(val) else np.nan,
                 "step_s": float(train["time/step_s"].mean()),
                 **{k: f.fn(run) for k, f in stability.STABILITY.items()},
@@ -92,11 +150,13 @@ def recommendation(verdict: str, cost: float, inert: bool) -> str:
     """What the row says to a user, derived from its verdict and cost (never written by hand)."""
     if inert:
         return "inert here: cannot be judged"
-    if verdict == "better":
+    if verdict == BETTER:
         return "worth it" if cost <= 1 + COST_MARGIN else "better, at a cost"
-    if verdict == "worse":
+    if verdict == WORSE:
         return "avoid"
-    if verdict == "no difference > margin":
+    if verdict == SMALLER:
+        return "smaller than the margin: skip unless cheaper"
+    if verdict == NO_DIFFERENCE:
         return "no gain: skip" if cost > 1 + COST_MARGIN else "no gain, no cost"
     return "undecided: more seeds"
 
@@ -108,6 +168,57 @@ def gain(scores: pd.DataFrame) -> float:
     return float(learned.mean()) if len(learned) else math.nan
 
 
+def direction_differs(headline: Sequence[float], greedy: Sequence[float]) -> bool:
+    """Whether the headline and the greedy effect (each as effect, low, high) point opposite ways
+    while at least one of their intervals excludes 0: the two accuracies disagree on the arm."""
+    (e, lo, hi), (g, g_lo, g_hi) = headline, greedy
+    return bool(e * g < 0 and (lo > 0 or hi < 0 or g_lo > 0 or g_hi < 0))
+
+
+def entropy_collapse(arm: pd.Series, reference: pd.Series) -> bool:
+    """Whether the arm's entropy decay (`stability.entropy_decay`, per run) is more than
+    `ENTROPY_COLLAPSE_X` times the reference's, the reference's entropy falling (mean decay > 0)."""
+    lost = float(reference.mean()) if reference.notna().any() else math.nan
+    return bool(lost > 0 and _ratio(arm, reference) > ENTROPY_COLLAPSE_X)
+
+
+class Headline(NamedTuple):
+    """A row's comparison on the headline score, as the table shows it."""
+
+    seeds: int
+    """the seeds it rests on"""
+    effect: float
+    low: float
+    high: float
+    """the effect and its interval"""
+    confidence: float
+    """the interval's confidence: 0.95, or the sequential rule's adjusted level"""
+    mde: float
+    """the minimum detectable effect of a fixed design with these seeds"""
+    margin: float
+    """the margin the verdict is judged against"""
+    verdict: str
+    """one of `power.VERDICTS`"""
+
+    def columns(self, greedy: tuple[float, float, float]) -> dict[str, object]:
+        """The row's columns of this comparison and of the greedy effect (effect, low, high) beside
+        it, with whether their directions differ (`direction_differs`)."""
+        return {
+            "seeds": self.seeds,
+            "effect": self.effect,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "confidence": self.confidence,
+            "mde": self.mde,
+            "margin": self.margin,
+            "verdict": self.verdict,
+            "greedy effect": greedy[0],
+            "greedy ci_low": greedy[1],
+            "greedy ci_high": greedy[2],
+            "direction differs": direction_differs((self.effect, self.low, self.high), greedy),
+        }
+
+
 def compare(
     scores: pd.DataFrame,
     arms: Sequence[tuple[str, str, str, str]],
@@ -115,17 +226,27 @@ def compare(
     margin: float | None = None,
     reference_gain: float | None = None,
     protocol: str = "paired",
+    rule: Rule | None = None,
 ) -> pd.DataFrame:
     """The verdict table. `arms` lists (row name, kind, treatment label, control label): a scheme
     is (name, "scheme", name, "grpo"); a trick in a leave-one-out is (name, "trick", "all",
     "-name"), so its effect is what switching it on adds to the other tricks. Effects are paired
-    over the seeds both labels have, on the headline score; the activity is measured in the
-    treatment's runs, where the mechanism is on. `reference_gain` is what the reference method
-    learns over the run (default: the control's own gain, `gain`); `margin` defaults to
-    `MARGIN_OF_GAIN` times it, and `mde / gain` is the row's MDE over it. `protocol` (one of
-    `PROTOCOLS`) fills the column that says what produced the rows."""
+    over the seeds both labels have, on the headline score, with the paired effect on greedy accuracy
+    beside it (the `greedy` column of `run_scores`; NaN where the scores lack it) and the flags of
+    `notes`; the activity is measured in the treatment's runs, where the mechanism is on.
+    `reference_gain` is what the reference method learns over the run (default: the control's own
+    gain, `gain`); `margin` defaults to `MARGIN_OF_GAIN` times it, and `mde / gain` is the row's MDE
+    over it. `protocol` (one of `PROTOCOLS`) fills the column that says what produced the rows;
+    'sequential' needs the `rule` the study followed, whose plan's margin is the rows' margin (give
+    no `margin` then): each row is the rule's decision at the comparison's last look
+    (`Rule.decide`; a look that would continue is 'undecided'), on its adjusted interval, whose
+    `confidence` the row gives."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
+    if (protocol == "sequential") != (rule is not None):
+        raise ValueError("the 'sequential' protocol needs the study's rule, and only it takes one")
+    if rule is not None and margin is not None:
+        raise ValueError(f"a sequential row's margin is its rule's ({rule.plan.margin:g}): give no margin")
     by_label = {label: frame.set_index("seed") for label, frame in scores.groupby(by)}
     rows = []
     for name, kind, treatment, control in arms:
@@ -134,81 +255,135 @@ def compare(
         t, c = by_label[treatment], by_label[control]
         learned = gain(c) if reference_gain is None else reference_gain
         row_margin = MARGIN_OF_GAIN * learned if margin is None else margin
-        effect = paired(t["score"], c["score"])
+        headline = _paired_headline(t, c, row_margin) if rule is None else _rule_headline(t, c, rule)
         column = f"activity:{name}"  # measured where the mechanism is on: the treatment's runs
         act = float(t[column].mean()) if column in t else math.nan
         cost = _paired_cost(t["step_s"], c["step_s"])
-        inert = act == 0  # NaN: no measure for this row, not an inert one
-        verdict = effect.verdict(row_margin)
         rows.append(
             {
                 "row": name,
                 "kind": kind,
                 "protocol": protocol,
-                "seeds": effect.n,
-                "effect": effect.effect,
-                "ci_low": effect.low,
-                "ci_high": effect.high,
-                "mde": effect.mde,
+                **headline.columns(_greedy(t, c)),
+                "pass@4 effect": _logged_effect(t, c, "pass@4"),
                 "gain": learned,
-                "mde / gain": effect.mde / learned if learned > 0 else math.nan,
-                "margin": row_margin,
-                **{f"{k} x": _ratio(t[k], c[k]) for k in STABILITY_COLUMNS},
+                "mde / gain": headline.mde / learned if learned > 0 else math.nan,
+                **_stability(t, c),
                 "cost x": cost,
                 "activity": act,
                 "activity measure": ACTIVITY[name].what if name in ACTIVITY else "",
-                "verdict": verdict,
-                "recommendation": recommendation(verdict, cost, inert),
+                "recommendation": recommendation(headline.verdict, cost, act == 0),
             }
         )
     return pd.DataFrame(rows)
 
 
+def _paired_headline(t: pd.DataFrame, c: pd.DataFrame, margin: float) -> Headline:
+    """The paired 95% t-interval of the headline score over the seeds both sides have."""
+    e = paired(t["score"], c["score"])
+    return Headline(e.n, e.effect, e.low, e.high, 1 - ALPHA, e.mde, margin, e.verdict(margin))
+
+
+def _rule_headline(t: pd.DataFrame, c: pd.DataFrame, rule: Rule) -> Headline:
+    """The sequential rule's decision at the comparison's last look, on its adjusted interval: a look
+    that would continue is 'undecided', fewer than `power.MIN_SEEDS` seeds 'too few seeds'."""
+    look = rule.decide(t["score"], c["score"])
+    if look.seeds < MIN_SEEDS:
+        verdict = TOO_FEW_SEEDS
+    else:
+        verdict = UNDECIDED if look.decision == sequential.CONTINUE else look.decision
+    return Headline(
+        look.seeds, look.effect, look.low, look.high, 1 - look.level, look.mde, rule.plan.margin, verdict
+    )
+
+
+def _greedy(t: pd.DataFrame, c: pd.DataFrame) -> tuple[float, float, float]:
+    """The paired effect on greedy accuracy (`scores.GREEDY`) with its 95% interval; NaN where a side
+    lacks the column."""
+    if "greedy" not in t or "greedy" not in c:
+        return math.nan, math.nan, math.nan
+    e = paired(t["greedy"], c["greedy"])
+    return e.effect, e.low, e.high
+
+
+def _logged_effect(t: pd.DataFrame, c: pd.DataFrame, column: str) -> float:
+    """The paired mean effect on a score only some runs logged (pass@k, from the runs that log it):
+    NaN unless at least `power.MIN_SEEDS` seeds have it on both sides."""
+    if column not in t or column not in c:
+        return math.nan
+    both = pd.concat({"t": t[column], "c": c[column]}, axis=1, join="inner").dropna()
+    return float((both["t"] - both["c"]).mean()) if len(both) >= MIN_SEEDS else math.nan
+
+
+def _stability(arm: pd.DataFrame, reference: pd.DataFrame) -> dict[str, object]:
+    """The stability multiples arm / reference and whether the arm's entropy collapses."""
+    return {
+        **{f"{k} x": _ratio(arm[k], reference[k]) for k in STABILITY_COLUMNS},
+        "entropy collapse": entropy_collapse(arm["entropy_decay"], reference["entropy_decay"]),
+    }
+
+
 def factorial_rows(
-    runs: pd.DataFrame, effects: pd.DataFrame, reference_gain: float, kind: str = "trick"
+    runs: pd.DataFrame,
+    effects: pd.DataFrame,
+    reference_gain: float,
+    kind: str = "trick",
+    greedy: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The factorial screen's rows of the verdict table, in the columns of `compare`. `runs`: one row
     per run of the screen with a bool column per factor, its `run_scores` (step time, stability
     figures) and `activity:<factor>` where the factor is on; `effects`: the screen's main effects
     (`analysis.factorial.main_effects`, its margin `MARGIN_OF_GAIN` x `reference_gain`, what the
-    reference method learns over its run). Per factor: the main effect with its interval and MDE,
-    the seeds it rests on, its activity measure averaged over the runs where it is on, and the
-    stability figures and step time of the runs with it on over those with it off."""
+    reference method learns over its run); `greedy`: the same estimator's main effects on greedy
+    accuracy (over the runs' `greedy` column; None: NaN). Per factor: the main effect with its
+    interval and MDE, the greedy one beside it, the seeds it rests on, its activity measure averaged
+    over the runs where it is on, and the stability figures and step time of the runs with it on over
+    those with it off."""
+    beside = greedy.set_index("factor") if greedy is not None else None
     rows = []
     for e in effects.itertuples(index=False):
         on, off = runs[runs[e.factor]], runs[~runs[e.factor]]
         column = f"activity:{e.factor}"
         act = float(on[column].mean()) if column in on else math.nan
         cost = _ratio(on["step_s"], off["step_s"])
+        headline = Headline(
+            int(e.seeds), e.effect, e.ci_low, e.ci_high, 1 - ALPHA, e.mde, e.margin, e.verdict
+        )
+        on_greedy = (math.nan, math.nan, math.nan)
+        if beside is not None and e.factor in beside.index:
+            g = beside.loc[e.factor]
+            on_greedy = (float(g["effect"]), float(g["ci_low"]), float(g["ci_high"]))
         rows.append(
             {
                 "row": e.factor,
                 "kind": kind,
                 "protocol": "factorial screen",
-                "seeds": int(e.seeds),
-                "effect": e.effect,
-                "ci_low": e.ci_low,
-                "ci_high": e.ci_high,
-                "mde": e.mde,
+                **headline.columns(on_greedy),
                 "gain": reference_gain,
                 "mde / gain": e.mde / reference_gain if reference_gain > 0 else math.nan,
-                "margin": e.margin,
-                **{f"{k} x": _ratio(on[k], off[k]) for k in STABILITY_COLUMNS},
+                **_stability(on, off),
                 "cost x": cost,
                 "activity": act,
                 "activity measure": ACTIVITY[e.factor].what if e.factor in ACTIVITY else "",
-                "verdict": e.verdict,
                 "recommendation": recommendation(e.verdict, cost, act == 0),
             }
         )
     return pd.DataFrame(rows)
 
 
+def notes(row: dict) -> str:
+    """The notes of a table row: `DIRECTION_DIFFERS` and `ENTROPY_COLLAPSE` where they hold."""
+    flagged = [DIRECTION_DIFFERS] if row.get("direction differs") else []
+    return ", ".join(flagged + ([ENTROPY_COLLAPSE] if row.get("entropy collapse") else []))
+
+
 def table_markdown(table: pd.DataFrame) -> str:
-    """The verdict table as GitHub markdown in `TABLE_COLUMNS`: the effect, its 95% interval and its
-    MDE on the headline score, `MDE / gain`, the seeds it rests on, the row's activity measure, its
-    largest stability multiple (named) and its step-time multiple, and the verdict in one word of
-    `WORDS` (else 'undecided')."""
+    """The verdict table as GitHub markdown in `TABLE_COLUMNS`: the effect, its interval (its
+    confidence named when it is not 95%: the sequential rule's adjusted one) and its MDE on the
+    headline score, `MDE / gain`, the seeds it rests on, the paired effect on greedy accuracy with its
+    interval, the mean paired effect on pass@4 where both arms logged it (n/a otherwise), the row's
+    activity measure, its largest stability multiple (named) and its step-time
+    multiple, the verdict in the words of `WORDS` (else 'undecided') and the row's `notes`."""
     lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for r in table.to_dict("records"):
         cells = [
@@ -216,17 +391,28 @@ def table_markdown(table: pd.DataFrame) -> str:
             r["kind"],
             r["protocol"],
             _signed(r["effect"]),
-            f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]",
+            _interval(r["ci_low"], r["ci_high"], r.get("confidence", 1 - ALPHA)),
             _cell(r["mde"]),
             _cell(r["mde / gain"]),
             str(r["seeds"]),
+            f"{_signed(r['greedy effect'])} {_interval(r['greedy ci_low'], r['greedy ci_high'], 1 - ALPHA)}",
+            _signed(r.get("pass@4 effect", math.nan)),
             _cell(r["activity"]),
             _largest_multiple(r),
             "n/a" if not math.isfinite(r["cost x"]) else f"x{r['cost x']:.2f}",
             WORDS.get(r["verdict"], "undecided"),
+            notes(r),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _interval(low: float, high: float, confidence: float) -> str:
+    """'[low, high]', with ' at C%' when the confidence is known and not 95%."""
+    shown = f"[{_signed(low)}, {_signed(high)}]"
+    if math.isfinite(confidence) and not math.isclose(confidence, 1 - ALPHA):
+        return f"{shown} at {100 * confidence:.1f}%"
+    return shown
 
 
 def _signed(value: float) -> str:
@@ -247,14 +433,19 @@ def _largest_multiple(row: dict) -> str:
 def markdown(table: pd.DataFrame) -> str:
     """The table as GitHub markdown, numbers rounded for reading."""
     shown = table.copy()
-    shown["effect (95% CI)"] = [
-        f"{e:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-        for e, lo, hi in zip(shown["effect"], shown["ci_low"], shown["ci_high"])
+    shown["effect (CI)"] = [
+        _signed(e) + " " + _interval(lo, hi, conf)
+        for e, lo, hi, conf in zip(shown["effect"], shown["ci_low"], shown["ci_high"], shown["confidence"])
     ]
-    columns = ["row", "kind", "seeds", "effect (95% CI)", "mde", "mde / gain", "margin"]
+    shown["greedy effect (95% CI)"] = [
+        _signed(e) + " " + _interval(lo, hi, 1 - ALPHA)
+        for e, lo, hi in zip(shown["greedy effect"], shown["greedy ci_low"], shown["greedy ci_high"])
+    ]
+    shown["notes"] = [notes(r) for r in table.to_dict("records")]
+    columns = ["row", "kind", "seeds", "effect (CI)", "mde", "mde / gain", "margin", "greedy effect (95% CI)"]
     columns += [f"{k} x" for k in STABILITY_COLUMNS] + ["cost x", "activity", "verdict", "recommendation"]
-    shown = shown[columns]
-    header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    shown = shown[[*columns, "notes"]]
+    header = "| " + " | ".join(shown.columns) + " |\n|" + "---|" * len(shown.columns) + "\n"
     body = "".join("| " + " | ".join(_cell(v) for v in row) + " |\n" for row in shown.itertuples(index=False))
     return header + body
 

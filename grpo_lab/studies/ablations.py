@@ -29,6 +29,7 @@ import pandas as pd
 
 from grpo_lab.analysis import plots, robustness, stability, verdicts
 from grpo_lab.analysis.claims import CRASH_STEPS
+from grpo_lab.analysis.power import BETTER, WORSE
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point, ablation_points
@@ -117,11 +118,13 @@ def tricks(settings: Profile) -> list[str]:
 
 
 def confirmed(effects: pd.DataFrame | None) -> list[str]:
-    """The tricks of `presets.TRICKS` the screen calls better or worse (`screen.main_effects`), at
-    most `CONFIRM`, the largest effects first; none without the screen's effects."""
+    """The tricks of `presets.TRICKS` the screen calls better or worse (`screen.main_effects`: an
+    interval that excludes 0 around an effect beyond the margin; one within it is 'smaller than the
+    margin' and not worth confirming), at most `CONFIRM`, the largest effects first; none without
+    the screen's effects."""
     if effects is None:
         return []
-    active = effects[effects["verdict"].isin(["better", "worse"]) & effects["factor"].isin(list(TRICKS))]
+    active = effects[effects["verdict"].isin([BETTER, WORSE]) & effects["factor"].isin(list(TRICKS))]
     ranked = active.assign(size=active["effect"].abs()).sort_values("size", ascending=False)
     return list(ranked["factor"])[:CONFIRM]
 
@@ -204,6 +207,18 @@ def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     arms += [(c, "conflict", c, REFERENCE) for c in CONFLICTS if c in labels]
     arms += [(t, "trick", ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in labels]
     return verdicts.compare(scored, arms, margin=margin)
+
+
+def reference_gain(scored: pd.DataFrame) -> float:
+    """grpo's gain on the study base in the headline score (`analysis.verdicts.gain` over the base's
+    runs, `REFERENCE`, of `scores`): the gain the screen's margin and `MDE / gain` are read against
+    (`screen.main_effects`); an error without those runs."""
+    base_runs = scored[scored["label"] == REFERENCE]
+    if base_runs.empty:
+        raise ValueError(
+            f"no runs of the base {REFERENCE!r} among the scored labels {sorted(set(scored['label']))}"
+        )
+    return verdicts.gain(base_runs)
 
 
 def crashed(run: pd.DataFrame, steps: int) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lab.analysis import verdicts
+from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, execute, run_design
@@ -20,7 +21,8 @@ from grpo_lab.experiments.sweeps import collect
 from grpo_lab.profiles import Profile
 from grpo_lab.runlog import read_config
 
-VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "no difference > margin": "tab:blue"}
+VERDICT_COLORS = {BETTER: "tab:green", WORSE: "tab:red", SMALLER: "tab:olive", NO_DIFFERENCE: "tab:blue"}
+"""the colour of each decided verdict (`power.VERDICTS`) in a forest plot; any other is grey"""
 
 
 def run(
@@ -81,8 +83,9 @@ def _seeds(table: pd.DataFrame, mixed: bool) -> str:
 
 def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
     """A verdict table (`analysis.verdicts.compare`) as a forest plot: each row's paired effect on the
-    headline score with its 95% interval (coloured by verdict), its MDE as a grey band around 0 and
-    its margin as ticks. `runs` says what the runs were (steps), `title` what is compared."""
+    headline score with its interval (coloured by verdict; 95%, or the sequential rule's adjusted one
+    on its rows), its MDE as a grey band around 0 and its margin as ticks. `runs` says what the runs
+    were (steps), `title` what is compared."""
     rows = table.iloc[::-1]
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
     y = np.arange(len(rows))
@@ -98,7 +101,10 @@ def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
         f"{r.row} ({r.kind}, {r.protocol})" if mixed else f"{r.row} ({r.kind})" for r in rows.itertuples()
     ]
     ax.set_yticks(y, labels)
-    ax.set_xlabel(f"paired effect on the {HEADLINE.caption()} (95% t-interval over seeds)", fontsize=8)
+    interval = "95% t-interval over seeds"
+    if "protocol" in table and (table["protocol"] == "sequential").any():
+        interval += "; sequential rows: the rule's adjusted interval"
+    ax.set_xlabel(f"paired effect on the {HEADLINE.caption()} ({interval})", fontsize=8)
     ax.set_title(
         f"{title}; {runs}; {_seeds(table, mixed)}\n"
         "grey: ± minimum detectable effect (power 0.8); ticks: ± margin of the row",

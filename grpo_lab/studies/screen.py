@@ -9,15 +9,23 @@ Leave-one-out spends each run on one effect: with r seeds a trick's effect is a 
 of variance 2 sigma^2 / r. Here every run informs every main effect (mean score with the factor on
 minus off, variance 4 sigma^2 / N over N runs), and at resolution IV no main effect is aliased with a
 two-factor interaction (Box, Hunter & Hunter, "Statistics for Experimenters", 2nd ed., ch. 6). Under
-the full profile the design runs once (`FULL`: one block of 32 runs), and the main effects rest on the
-pooled residual variance of the runs (`analysis.factorial`: 15 degrees of freedom, the two-factor
-interaction chains, so a large interaction widens every interval rather than biasing an effect). The
-smoke profile runs the same 32 runs of its few steps. Design -> runs -> measures -> table and figure:
+the full profile the design runs in `REPLICATES` blocks of 32 runs, each block with new seeds. Once it
+is replicated, the main effects rest on pure error (`analysis.factorial.replicated_effects`: the 31
+contrast columns fitted at once, the error the spread between the replicate runs of each design
+point, 32 degrees of freedom per added block), so an active interaction chain is a finding of its
+own (`contrasts`, `analysis.factorial.half_normal`) rather than noise in every interval. With one
+block there is no pure error: the intervals rest on the pooled residual of the 15 interaction chains
+(15 degrees of freedom: a large interaction widens every interval), and the table's `error term`
+column and the figure's caption say so. `replicates_needed` sizes the replicates. Every margin is
+`analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain on the study base (`reference_gain`, from the
+caller: the verdict table's, or `stored_reference_gain`). The smoke profile runs the same 32 runs of
+its few steps. Design -> runs -> measures -> table and figure:
 
 - `FACTORS`, `design`: the factors and the 32 labelled configurations (seeds set by `run_seeds`);
 - `run`: trains or loads the design over the profile's blocks through the run store;
-- `scores`, `main_effects`, `aliases`, `report`: a score per run, the main effects with intervals,
-  MDEs and verdicts (`analysis.factorial`), the alias structure;
+- `scores`, `main_effects`, `contrasts`, `aliases`, `report`: a score per run, the main effects with
+  intervals, MDEs and verdicts, every contrast column of the saturated fit (`analysis.factorial`),
+  the alias structure;
 - `figure`: the main effects as a forest plot."""
 
 from collections.abc import Mapping, Sequence
@@ -38,7 +46,8 @@ from grpo_lab.experiments.store import Outcome, is_current, run_dir
 from grpo_lab.experiments.sweeps import collect
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies import paired
+from grpo_lab.runlog import read_metrics
+from grpo_lab.studies import paired, schemes
 from grpo_lab.studies.base import base
 
 GROUP_REWARD_NORM: Component = ({"advantage": "grpo"}, {"advantage": "dr_grpo"})
@@ -46,11 +55,15 @@ GROUP_REWARD_NORM: Component = ({"advantage": "grpo"}, {"advantage": "dr_grpo"})
 without std scaling of Dr. GRPO (its `advantage` alone: its aggregation and KL are not part of it)"""
 FACTORS: dict[str, Component] = {**TRICKS, "group_reward_norm": GROUP_REWARD_NORM}
 """the 16 factors of the screen: name -> the config changes that switch it on (or an (on, off) pair)"""
-FULL = Budget(seeds=(0,), steps=60, eval_every=5, scored_tail=True)
-"""under the full profile: one block of the 32 runs, 60 steps, validated every 5 steps in the
-scored tail (the headline score's run, as the schemes'). Sized for the score pilot's run-to-run sd
-(MDE 0.12 x grpo's gain); the interactions of the runs made it 0.95 x gain (`docs/studies.md`, "What
-the screen measured")"""
+REPLICATES = 1
+"""replicate blocks of the 32-run design under the full profile, each with new seeds (`run_seeds`):
+with 2 or more the main effects rest on pure error; with 1 they fall back to the residual of the
+interaction chains, and say so (`main_effects`)"""
+FULL = Budget(seeds=tuple(range(REPLICATES)), steps=60, eval_every=5, scored_tail=True)
+"""under the full profile: `REPLICATES` blocks of the 32 runs, 60 steps, validated every 5 steps in
+the scored tail (the headline score's run, as the schemes'). Sized for the score pilot's run-to-run
+sd (MDE 0.12 x grpo's gain); with one block the interactions of the runs made it 0.91 x grpo's gain
+(`docs/studies.md`, "What the screen measured")"""
 SEED_STRIDE = 1000
 """run i of block b trains with seed SEED_STRIDE x b + i (a block holds fewer runs than this)"""
 SMOKE_SEEDS = (0,)
@@ -101,15 +114,38 @@ def run(
 
 def stored_effects(profile: str, root: str | Path | None = None) -> pd.DataFrame | None:
     """The screen's main effects (`main_effects`) under `profile` when every run of its design is in
-    the store `root` (default: the profile's) and current; None otherwise. Nothing is trained: the
-    leave-one-out (`studies.ablations`) reads which tricks to confirm from it."""
+    the store `root` (default: the profile's) and current, against grpo's gain over its stored runs
+    (`stored_reference_gain`); None otherwise. Nothing is trained: the leave-one-out
+    (`studies.ablations`) reads which tricks to confirm from it."""
     chosen = settings(profile)
     seeded = run_seeds(design(chosen), chosen)
     where = Path(chosen.runs_dir() if root is None else root).resolve()
     if not all(is_current(run_dir(config, where)) for _, config in seeded):
         return None
+    learned = stored_reference_gain(profile, where)
+    if learned is None:
+        return None
     loaded = {config.key(): Outcome(config.key(), "loaded") for _, config in seeded}
-    return main_effects(scores(collect(seeded, loaded, where)))
+    return main_effects(scores(collect(seeded, loaded, where)), reference_gain=learned)
+
+
+def stored_reference_gain(profile: str, root: str | Path | None = None) -> float | None:
+    """grpo's gain on the study base in the headline score (`analysis.verdicts.gain`), the gain every
+    margin of the screen is a share of: over the scheme study's grpo runs under `profile`
+    (`studies.schemes`, whose runs the verdict table reads; their first seeds are also the ablation
+    study's base runs) that are current in the store `root` (default: the profile's); None when none
+    is. Nothing is trained."""
+    chosen = schemes.settings(profile)
+    reference = next(
+        p.config for p in schemes.design(chosen, [schemes.REFERENCE]) if p.label == schemes.REFERENCE
+    )
+    where = Path(chosen.runs_dir() if root is None else root).resolve()
+    found = [run_dir(reference.replace(seed=seed), where) for seed in chosen.seeds]
+    logs = [read_metrics(path) for path in found if is_current(path)]
+    learned = gain(
+        pd.DataFrame({"score": [HEADLINE.of(m) for m in logs], "start": [HEADLINE.start(m) for m in logs]})
+    )
+    return learned if np.isfinite(learned) else None
 
 
 def scores(
@@ -138,16 +174,67 @@ def scores(
 
 
 def main_effects(
-    scored: pd.DataFrame, margin: float | None = None, factors: Sequence[str] = tuple(FACTORS)
+    scored: pd.DataFrame,
+    margin: float | None = None,
+    factors: Sequence[str] = tuple(FACTORS),
+    reference_gain: float | None = None,
 ) -> pd.DataFrame:
-    """The main effect of every factor on the score, combined over the seed blocks, with its 95%
-    interval, MDE and verdict against `margin` (`analysis.factorial.main_effects`). `margin` defaults
-    to `MARGIN_OF_GAIN` times what the runs learn (`analysis.verdicts.gain`: the mean over every run
-    of the design, the average configuration, of its score minus its start), the effect of interest
-    of every verdict table; the `gain` column gives it."""
-    learned = gain(scored)
-    chosen = MARGIN_OF_GAIN * learned if margin is None else margin
-    return factorial.main_effects(scored, chosen, factors).assign(gain=learned)
+    """The main effect of every factor on the score, combined over the replicate blocks, with its 95%
+    interval, MDE and verdict against `margin` (`analysis.factorial.replicated_effects`: on pure error
+    when the design is replicated; with one block on the residual of the interaction chains, which the
+    `error term` column says). `reference_gain` is grpo's gain on the study base (the caller's: the
+    verdict table's, or `stored_reference_gain`), required: `margin` defaults to `MARGIN_OF_GAIN`
+    times it, the margin of every verdict table, and the `gain` and `mde / gain` columns read the MDE
+    against it."""
+    chosen, learned = _margin(margin, reference_gain)
+    table = factorial.replicated_effects(scored, chosen, factors)
+    return table.assign(gain=learned, **{"mde / gain": table["mde"] / learned if learned > 0 else np.nan})
+
+
+def contrasts(
+    scored: pd.DataFrame,
+    margin: float | None = None,
+    factors: Sequence[str] = tuple(FACTORS),
+    reference_gain: float | None = None,
+) -> pd.DataFrame:
+    """Every one of the design's 31 contrast columns fitted at once (`analysis.factorial.saturated`):
+    the 16 main effects and the 15 chains of two-factor interactions, with intervals on pure error
+    when the design is replicated (none with one block) and Lenth's pseudo standard error as the
+    check that needs no replicate; `analysis.factorial.half_normal` of it is the half-normal plot
+    that shows an active chain. `margin` and `reference_gain` as for `main_effects`."""
+    chosen, learned = _margin(margin, reference_gain)
+    return factorial.saturated(scored, chosen, factors).assign(gain=learned)
+
+
+def _margin(margin: float | None, reference_gain: float | None) -> tuple[float, float]:
+    """(the margin, grpo's gain): `margin`, by default `MARGIN_OF_GAIN` x `reference_gain`; an error
+    without a finite reference gain."""
+    if reference_gain is None or not np.isfinite(reference_gain):
+        raise ValueError(
+            f"the screen's margin and MDE / gain are read against grpo's gain on the study base "
+            f"(MARGIN_OF_GAIN = {MARGIN_OF_GAIN} x it), not the screen's own runs': pass reference_gain "
+            f"(e.g. screen.stored_reference_gain(profile), or analysis.verdicts.gain of grpo's scored "
+            f"runs), got {reference_gain!r}"
+        )
+    return (MARGIN_OF_GAIN * reference_gain if margin is None else margin), float(reference_gain)
+
+
+def replicates_needed(sd: float, reference_gain: float, runs: int = 32, most: int = 64) -> int:
+    """The fewest replicate blocks (at least 2: one leaves no pure error) of the `runs`-run design
+    that give every main effect an MDE (`analysis.factorial.replicated_mde`, on pure error) of at most
+    `MARGIN_OF_GAIN` x grpo's gain `reference_gain`, for a run-to-run sd `sd` (seed to seed, one
+    configuration). An error when `most` replicates do not reach it."""
+    if not (np.isfinite(reference_gain) and reference_gain > 0):
+        raise ValueError(f"grpo's gain must be a finite number > 0, got {reference_gain!r}")
+    target = MARGIN_OF_GAIN * reference_gain
+    for replicates in range(2, most + 1):
+        if factorial.replicated_mde(sd, runs, replicates) <= target:
+            return replicates
+    reached = factorial.replicated_mde(sd, runs, most)
+    raise ValueError(
+        f"{most} replicates of {runs} runs give an MDE of {reached:.3g} at sd {sd:g}, above the target "
+        f"{target:.3g} ({MARGIN_OF_GAIN} x gain {reference_gain:g}); raise `most` or reduce the sd"
+    )
 
 
 def aliases(factors: Mapping[str, Component] = FACTORS) -> pd.DataFrame:
@@ -183,11 +270,14 @@ def figure(table: pd.DataFrame, score: Score = HEADLINE, setting: str = "") -> p
     ax.set_xlabel("main effect: mean score with the factor on minus off (95% t-interval)")
     runs, blocks, seeds = (int(table[c].max()) for c in ("runs", "blocks", "seeds"))
     variance = f"{table['variance'].iloc[0]}, {int(table['df'].iloc[0])} df"
+    warning = f"\n{table['error term'].iloc[0]}" if "error term" in table else ""
     ax.set_title(
         f"factorial screen (resolution IV){'; ' + setting if setting else ''}: {runs} runs in {blocks} "
         f"block(s) of {runs // max(blocks, 1)}, {seeds} seeds\nscore: {score.caption()}\n"
-        f"variance of the intervals: {variance}; grey: ± MDE (power 0.8); dotted: ± margin {margin:.3g}",
+        f"variance of the intervals: {variance}; grey: ± MDE (power 0.8); dotted: ± margin {margin:.3g}"
+        f"{warning}",
         fontsize=9,
+        color="tab:red" if table["variance"].iloc[0] != factorial.PURE_ERROR else "k",
     )
     fig.tight_layout()
     return fig

@@ -6,7 +6,9 @@
 one, `studies.ablations`). It asks for those studies' designs under their own settings, so their
 runs are shared through the store and, after notebooks 02 and 03, this one only loads. Every row's
 margin is `analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain over its run, and `MDE / gain` its MDE
-over that gain.
+over that gain. The scheme rows are decided by the scheme study's own sequential rule (`scheme_rule`)
+on its adjusted interval, not re-decided on a plain 95% one; every row shows the paired effect on
+greedy accuracy beside the headline one.
 
 The study has one settings per design, so `settings` and `design` return dicts keyed by `DESIGNS`
 (and `run` a `SweepResult` per key); the rest is the one table, its markdown and its figure."""
@@ -18,8 +20,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import verdicts
+from grpo_lab.analysis import sequential, verdicts
 from grpo_lab.analysis.plots import project_root
+from grpo_lab.analysis.power import MIN_SEEDS
+from grpo_lab.analysis.scores import examine as score_examination
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
@@ -127,33 +131,77 @@ def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     }
 
 
-def table(scored: Mapping[str, pd.DataFrame], margin: float | None = None) -> pd.DataFrame:
-    """The verdict table: the schemes against grpo, the screen's factors, the conflicts against grpo,
-    then the confirmed tricks (all on against all but that one). Every row's reference gain is
-    grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
-    `MARGIN_OF_GAIN` times it. A row's `cost x` is the step-time multiple the cost study measured
-    for its scheme, trick or conflict (08: interleaved rounds on one thread, so the machine's load
-    cancels); a row the cost study does not time (the screen's group_reward_norm, which is grpo's
+def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
+    """The headline's candidates side by side (`analysis.scores.examine`): each score's seed-to-seed
+    sd over the scheme study's grpo runs over what grpo learns in it, and its Spearman correlation
+    with the final entropy across the screen's runs (32 configurations: the spread of tricks that
+    sharpen or flatten the policy), the confound a headline must not follow."""
+    grpo = results["schemes"].metrics
+    return score_examination(results["screen"].metrics, grpo[grpo["label"] == schemes.REFERENCE])
+
+
+def scheme_rule(settings: Profile, margin: float) -> verdicts.Rule | None:
+    """The sequential rule the scheme study follows under `settings` (`schemes.sequential_seeds`):
+    the plan it builds (first look at `power.MIN_SEEDS` seeds, `schemes.LOOK_BLOCK` seeds between
+    looks, the profile's seeds as the cap; a margin of at least `schemes.MIN_MARGIN`) and the looks
+    it makes (`schemes.looks`), with the table's one `margin`; None when the profile has fewer seeds
+    than a look needs (the smoke profile's two), so the rule never looks. The study judges each look
+    against grpo's gain over that look's seeds; the table judges every row against grpo's gain over
+    all its seeds, so a comparison the study stopped as 'no difference' reads 'undecided' where that
+    margin is narrower (the other decisions exclude 0 whatever the margin)."""
+    cap = len(settings.seeds)
+    if cap < MIN_SEEDS:
+        return None
+    least = max(margin, schemes.MIN_MARGIN)
+    plan = sequential.Plan(margin=least, min_seeds=MIN_SEEDS, block=schemes.LOOK_BLOCK, max_seeds=cap)
+    return verdicts.Rule(plan, schemes.looks(settings))
+
+
+def table(
+    scored: Mapping[str, pd.DataFrame],
+    margin: float | None = None,
+    settings: Mapping[str, Profile] | None = None,
+) -> pd.DataFrame:
+    """The verdict table: the schemes against grpo and, where a scheme also changes what is not its mechanism,
+    against its matched comparator (`schemes.arms`), the screen's factors, the conflicts against grpo,
+    then the confirmed tricks (all on against all but that one). Every row's reference gain is grpo's
+    (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to `MARGIN_OF_GAIN`
+    times it, the screen's included. The scheme rows are the scheme study's sequential rule's decisions
+    (`scheme_rule` under `settings['schemes']`, the study's settings: required, as they fix the rule's
+    looks and cap; protocol 'sequential'); under a profile too small for a look they are plain paired
+    comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry its main effects on
+    greedy accuracy beside the headline ones. A row's `cost x` is the step-time multiple the cost study
+    measured for its scheme, trick or conflict (08: interleaved rounds on one thread, so the machine's
+    load cancels); a row the cost study does not time (the screen's group_reward_norm, which is grpo's
     own advantage) keeps its runs' own ratio."""
+    if settings is None or "schemes" not in settings:
+        raise ValueError(
+            "the scheme rows follow the scheme study's sequential rule, whose looks and cap come from "
+            "its settings: pass this study's settings (verdicts.settings(profile, seeds, steps))"
+        )
     grpo = scored["schemes"][scored["schemes"]["label"] == schemes.REFERENCE]
     learned = verdicts.gain(grpo)
     chosen = verdicts.MARGIN_OF_GAIN * learned if margin is None else margin
-    labels = set(scored["schemes"]["label"])
-    scheme_rows = [
-        (s, "scheme", s, schemes.REFERENCE) for s in schemes.SCHEMES if s in labels and s != schemes.REFERENCE
-    ]
+    scheme_rows = schemes.arms(set(scored["schemes"]["label"]))
     conflict_labels = set(scored["conflicts"]["label"])
     conflict_rows = [
         (c, "conflict", c, ablations.REFERENCE) for c in ablations.CONFLICTS if c in conflict_labels
     ]
     trick_labels = set(scored["tricks"]["label"])
     trick_rows = [(t, "trick", ablations.ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in trick_labels]
-    effects = screen.main_effects(
-        scored["screen"].rename(columns={"seed": "run_seed", "block": "seed"}), chosen
-    )
+    screened = scored["screen"].rename(columns={"seed": "run_seed", "block": "seed"})
+    effects = screen.main_effects(screened, chosen, reference_gain=learned)
+    on_greedy = screen.main_effects(screened.assign(score=screened["greedy"]), chosen, reference_gain=learned)
+    rule = scheme_rule(settings["schemes"], chosen)
+    if rule is None:
+        by_scheme = verdicts.compare(scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned)
+    else:
+        by_scheme = verdicts.compare(
+            scored["schemes"], scheme_rows, reference_gain=learned, protocol="sequential", rule=rule
+        )
     parts = [
-        verdicts.compare(scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned),
-        verdicts.factorial_rows(scored["screen"], effects, learned),
+        by_scheme,
+        verdicts.factorial_rows(scored["screen"], effects, learned, greedy=on_greedy),
         verdicts.compare(scored["conflicts"], conflict_rows, margin=chosen, reference_gain=learned),
     ]
     if trick_rows:
@@ -164,7 +212,11 @@ def table(scored: Mapping[str, pd.DataFrame], margin: float | None = None) -> pd
         )
     rows = pd.concat(parts, ignore_index=True)
     timed = scored["cost"].set_index("label")["multiple"]
-    rows["cost x"] = [timed.get(r, c) for r, c in zip(rows["row"], rows["cost x"])]
+    # 08 times each scheme against grpo; a matched row's own ratio is against its matched comparator
+    matched = {kind for _, kind, _, control in scheme_rows if control != schemes.REFERENCE}
+    rows["cost x"] = [
+        c if k in matched else timed.get(r, c) for r, k, c in zip(rows["row"], rows["kind"], rows["cost x"])
+    ]
     return rows
 
 

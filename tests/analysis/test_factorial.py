@@ -1,10 +1,12 @@
 """Main effects of a factorial screen on synthetic scores with known effects: the estimates recover
 them (interactions do not bias them at resolution IV), the intervals cover at their level over
-repeated noise, the two variance estimates, the verdicts, the alias table and the errors."""
+repeated noise, the two variance estimates, the verdicts, the alias table and the errors; and a
+replicated design fitted saturated, on pure error, with Lenth's check and the half-normal plot."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from grpo_lab.analysis import factorial
 from grpo_lab.experiments.designs import factorial_matrix
@@ -162,3 +164,136 @@ def test_errors_name_what_is_wrong():
     other = synthetic(1, 0.05, np.random.default_rng(7), names=[*NAMES[1:], NAMES[0]]).assign(seed=1)
     with pytest.raises(ValueError, match="seed block 1 does not hold the same runs as block 0"):
         factorial.aliases(pd.concat([scored[scored["seed"] == 0], other[scored.columns]], ignore_index=True))
+
+
+def replicated(
+    replicates: int, sd: float, rng: np.random.Generator, chain: float = 0.0, effects=EFFECTS
+) -> pd.DataFrame:
+    """`replicates` blocks of the 32-run design, each run with a seed of its own (no block level: the
+    runs share nothing): half of each main effect times the factor's +-1, `chain` times f00×f01 (so
+    the chain holding it has effect 2 x `chain`), and noise of sd `sd`."""
+    x = factorial_matrix(NAMES).to_numpy()  # (runs, factors)
+    frames = []
+    for block in range(replicates):
+        y = 0.5 + x @ effects / 2 + chain * x[:, 0] * x[:, 1] + sd * rng.standard_normal(len(x))
+        seeds = 1000 * block + np.arange(len(x))
+        frames.append(pd.DataFrame(x > 0, columns=NAMES).assign(seed=block, run_seed=seeds, score=y))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_replicated_design_recovers_every_contrast_on_pure_error():
+    """4 replicates of the 32 runs with noise sd 0.05: the saturated fit has the 16 main effects and
+    the 15 chains, recovers the main effects and the active chain (f00×f01 = ..., effect 0.2), and its
+    pure-error sd matches the simulated noise on 128 - 32 = 96 degrees of freedom."""
+    table = factorial.saturated(replicated(4, 0.05, np.random.default_rng(10), chain=0.1), margin=0.05)
+    assert len(table) == 31 and list(table["column"][:16]) == NAMES
+    assert list(table["kind"]) == [factorial.MAIN_EFFECT] * 16 + [factorial.CHAIN] * 15
+    assert (table["df"] == 96).all() and (table["variance"] == factorial.PURE_ERROR).all()
+    assert table["pure_error_sd"].iloc[0] == pytest.approx(0.05, rel=0.15)  # its sd: 0.05 / sqrt(192)
+    mains = table.set_index("column").loc[NAMES]
+    # each effect's standard error is 2 x 0.05 / sqrt(128) = 0.0088
+    np.testing.assert_allclose(mains["effect"], EFFECTS, atol=0.035)
+    holding = table[table["aliases"].str.contains("f00×f01")].iloc[0]
+    assert holding["kind"] == factorial.CHAIN and holding["effect"] == pytest.approx(0.2, abs=0.035)
+    assert holding["verdict"] == "better" and (table["seeds"] == 128).all()
+    se = 2 * table["pure_error_sd"].iloc[0] / np.sqrt(128)
+    assert (table["ci_high"] - table["effect"]).iloc[0] == pytest.approx(1.98498 * se, rel=1e-4)
+    inactive = table[(table["kind"] == factorial.CHAIN) & (table["column"] != holding["column"])]
+    assert (inactive["effect"].abs() < 0.035).all()
+
+
+def test_pure_error_intervals_cover_every_contrast_at_their_level():
+    rng = np.random.default_rng(11)
+    truth = np.concatenate([EFFECTS, np.zeros(15)])  # no interaction: every chain is 0
+    covered = []
+    for _ in range(40):
+        table = factorial.saturated(replicated(2, 0.1, rng), margin=0.05)
+        covered += list((table["ci_low"] <= truth) & (truth <= table["ci_high"]))
+    # 1240 intervals at 95%
+    assert 0.92 <= np.mean(covered) <= 0.975
+
+
+def test_the_main_effects_of_a_replicated_design_rest_on_pure_error_and_lenth_checks_it():
+    scored = replicated(3, 0.05, np.random.default_rng(12), chain=0.2)
+    table = factorial.replicated_effects(scored, margin=0.05).set_index("factor")
+    assert list(table.index) == NAMES and (table["variance"] == factorial.PURE_ERROR).all()
+    assert (table["df"] == 96 - 32).all() and (table["error term"] == factorial.PURE_ERROR_NOTE).all()
+    # the active chain does not widen the main effects' intervals, as it does the pooled residual's
+    pooled = factorial.main_effects(scored, margin=0.05).set_index("factor")
+    width = (table["ci_high"] - table["ci_low"]).iloc[0]
+    assert width < 0.5 * (pooled["ci_high"] - pooled["ci_low"]).iloc[0]
+    np.testing.assert_allclose(table["effect"], pooled["effect"], atol=1e-12)
+    contrasts = factorial.saturated(scored, margin=0.05)
+    pse, me = factorial.lenth(contrasts["effect"])
+    assert table["lenth_pse"].iloc[0] == pytest.approx(pse) and table["lenth_me"].iloc[0] == pytest.approx(me)
+    assert pse == pytest.approx(2 * 0.05 / np.sqrt(96), rel=0.35)  # the inactive contrasts' sd
+
+
+def test_one_replicate_falls_back_to_the_residual_and_says_so():
+    scored = replicated(1, 0.05, np.random.default_rng(13), chain=0.2)
+    table = factorial.replicated_effects(scored, margin=0.05)
+    pooled = factorial.main_effects(scored, margin=0.05)
+    assert (table["variance"] == factorial.POOLED_INTERACTIONS).all() and (table["df"] == 15).all()
+    assert table["error term"].str.startswith("NOT PURE ERROR").all()
+    np.testing.assert_allclose(table["ci_low"], pooled["ci_low"])
+    assert table["pure_error_sd"].isna().all() and np.isfinite(table["lenth_pse"]).all()
+    contrasts = factorial.saturated(scored, margin=0.05)
+    assert (contrasts["variance"] == factorial.NO_VARIANCE).all() and contrasts["ci_low"].isna().all()
+    assert (contrasts["df"] == 0).all() and len(contrasts) == 31
+
+
+def test_lenth_pse_and_the_half_normal_plot():
+    pse, me = factorial.lenth([0.1] * 30 + [10.0])
+    assert pse == pytest.approx(0.15) and me == pytest.approx(stats.t.ppf(0.975, 31 / 3) * 0.15)
+    assert factorial.lenth([0.0, 0.0, 0.0]) == (0.0, 0.0)
+    scored = replicated(2, 0.02, np.random.default_rng(14), chain=0.1)
+    plot = factorial.half_normal(factorial.saturated(scored, margin=0.05))
+    assert len(plot) == 31 and plot["size"].is_monotonic_increasing
+    m = 31
+    assert plot["quantile"].iloc[0] == pytest.approx(stats.norm.ppf(0.5 + 0.25 / m))
+    assert plot["quantile"].iloc[-1] == pytest.approx(stats.norm.ppf(0.5 + 0.5 * (m - 0.5) / m))
+    top = plot.tail(6)  # the five non-zero main effects and the active chain
+    assert set(top["column"]) >= {"f00", "f01", "f02", "f08", "f12"}
+    chain = top[top["kind"] == factorial.CHAIN].iloc[0]
+    assert "f00×f01" in chain["aliases"] and chain["lenth_active"] and chain["decided"]
+    assert not plot.head(20)["lenth_active"].any()  # the smallest of the 25 inactive contrasts
+
+
+def test_a_full_factorial_has_its_higher_order_column():
+    names = ["a", "b", "c"]
+    x = factorial_matrix(names).to_numpy()  # (8, 3): the full factorial
+    rng = np.random.default_rng(15)
+    scored = pd.concat(
+        [
+            pd.DataFrame(x > 0, columns=names).assign(
+                seed=b, score=0.3 * np.prod(x, axis=1) / 2 + 0.01 * rng.standard_normal(8)
+            )
+            for b in range(3)
+        ]
+    )
+    table = factorial.saturated(scored, margin=0.05).set_index("column")
+    assert list(table["kind"]) == [factorial.MAIN_EFFECT] * 3 + [factorial.CHAIN] * 3 + [factorial.HIGHER]
+    assert table.loc["a×b×c", "effect"] == pytest.approx(0.3, abs=0.03) and (table["df"] == 16).all()
+
+
+def test_the_mde_of_replicates_on_pure_error():
+    assert factorial.replicated_mde(0.01, 32, 1) == np.inf
+    expected = (stats.t.ppf(0.975, 64) + stats.t.ppf(0.8, 64)) * 2 * 0.01 / np.sqrt(96)
+    assert factorial.replicated_mde(0.01, 32, 3) == pytest.approx(expected)
+    assert factorial.replicated_mde(0.01, 32, 4) < factorial.replicated_mde(0.01, 32, 3)
+    with pytest.raises(ValueError, match="sd must be a finite number >= 0"):
+        factorial.replicated_mde(-1.0, 32, 2)
+    with pytest.raises(ValueError, match="replicates >= 1"):
+        factorial.replicated_mde(0.01, 32, 0)
+
+
+def test_a_saturated_fit_needs_one_design_in_every_block():
+    scored = replicated(2, 0.05, np.random.default_rng(16))
+    other = replicated(1, 0.05, np.random.default_rng(17))
+    other = other.rename(columns={NAMES[0]: NAMES[1], NAMES[1]: NAMES[0]}).assign(seed=1)
+    with pytest.raises(ValueError, match="seed block 1 does not hold the same runs as block 0"):
+        factorial.saturated(pd.concat([scored[scored["seed"] == 0], other[scored.columns]]), margin=0.05)
+    with pytest.raises(ValueError, match="at least 3 finite contrasts"):
+        factorial.lenth([0.1, np.nan, 0.2])
+    with pytest.raises(ValueError, match="needs the columns of `saturated`"):
+        factorial.half_normal(pd.DataFrame({"effect": [0.1]}))

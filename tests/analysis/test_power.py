@@ -1,4 +1,5 @@
-"""Paired comparisons: hand-computed effect, interval and MDE; verdicts against a margin."""
+"""Paired comparisons: hand-computed effect, interval and MDE; verdicts against a margin, which a
+difference must exceed to be called better or worse."""
 
 import math
 
@@ -6,7 +7,17 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from grpo_lab.analysis.power import MIN_SEEDS, mde_factor, paired, seeds_needed, zero_width
+from grpo_lab.analysis.power import (
+    MIN_SEEDS,
+    SMALLER,
+    VERDICTS,
+    Paired,
+    mde_factor,
+    paired,
+    seeds_needed,
+    word,
+    zero_width,
+)
 
 
 def test_paired_effect_uses_only_shared_seeds_and_the_differences():
@@ -37,6 +48,28 @@ def test_verdicts_worse_and_too_few():
     assert paired(treatment, control).verdict(0.05) == "worse"
     assert paired(treatment[:2], control[:2]).verdict(0.05) == "too few seeds"  # 2 < MIN_SEEDS
     assert paired(pd.Series({0: 0.1}), pd.Series({0: 0.5})).verdict(0.05) == "too few seeds"
+
+
+def test_an_interval_off_zero_around_an_effect_within_the_margin_is_smaller_than_the_margin():
+    """gspo's row of the verdict table: -0.004 [-0.0072, -0.0005] against a margin of 0.007 excludes 0,
+    but the effect is too small to matter; -0.02 [-0.03, -0.01] is beyond it, so worse."""
+    assert word(-0.004, -0.0072, -0.0005, 0.007) == SMALLER == "smaller than the margin"
+    assert word(-0.02, -0.03, -0.01, 0.007) == "worse" and word(0.02, 0.01, 0.03, 0.007) == "better"
+    assert word(0.004, 0.0005, 0.0072, 0.007) == SMALLER
+    assert word(0.007, 0.001, 0.013, 0.007) == SMALLER  # at the margin is not beyond it
+    assert word(0.001, -0.002, 0.004, 0.007) == "no difference > margin"
+    assert word(0.001, -0.02, 0.02, 0.007) == "undecided"
+    gspo = Paired(9, -0.004, -0.0072, -0.0005, 0.0042, 0.0046)
+    assert gspo.verdict(0.007) == SMALLER and gspo.verdict(0.003) == "worse"
+    assert SMALLER in VERDICTS and len(set(VERDICTS)) == len(VERDICTS)
+
+
+def test_paired_seeds_whose_small_shift_is_sure_are_smaller_than_the_margin():
+    control = pd.Series({s: 0.3 + 0.1 * s for s in range(5)})
+    treatment = control - pd.Series({0: 0.004, 1: 0.0045, 2: 0.0035, 3: 0.004, 4: 0.0042})
+    p = paired(treatment, control)
+    assert p.high < 0 and abs(p.effect) < 0.007
+    assert p.verdict(0.007) == SMALLER and p.verdict(0.002) == "worse"
 
 
 def test_a_zero_width_interval_is_undecided():

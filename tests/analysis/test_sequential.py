@@ -1,6 +1,7 @@
 """Sequential seeds under a group-sequential boundary: the boundary against published values, the
 type I error under the null by simulation (and the naive rule's, to show the check can fail), early
-stopping on a large effect, no decision on too few seeds or a zero-width interval, bad plans."""
+stopping on a large effect, a sure but small effect called smaller than the margin, no decision on
+too few seeds or a zero-width interval, bad plans."""
 
 import math
 
@@ -98,9 +99,24 @@ def test_decide_and_simulate_apply_the_same_rule():
     counted = pd.Series(decisions).value_counts(normalize=True)
     result = simulate(plan, 0.6, 1.0, reps=300, seed=4)
     assert {k for k, v in counted.items() if v > 0} >= {"better", "no difference > margin"}
-    for decision, rate in (("better", result.better), ("worse", result.worse)):
+    rates = (("better", result.better), ("worse", result.worse), ("smaller than the margin", result.smaller))
+    for decision, rate in rates:
         assert counted.get(decision, 0.0) == pytest.approx(rate)
     assert counted.get("no difference > margin", 0.0) == pytest.approx(result.no_difference)
+
+
+def test_a_sure_difference_within_the_margin_is_smaller_than_the_margin():
+    """An effect of 0.01 (sd 0.002) against a margin of 0.05: at 6 seeds the adjusted interval
+    excludes 0, but the effect lies within the margin; the same differences against a margin of 0.005
+    are 'better'. The type I error counts every decision whose interval excludes 0."""
+    d = 0.01 + 0.002 * np.random.default_rng(3).standard_normal(6)
+    look = decide(PLAN, d)
+    assert look.decision == "smaller than the margin" and look.low > 0 and "within" in look.reason
+    assert decide(Plan(0.005), d).decision == "better"
+    assert decide(PLAN, -d).decision == "smaller than the margin"
+    result = simulate(PLAN, 0.01, 0.002, reps=2000, seed=3)
+    assert result.smaller > 0.95 and result.better == result.worse == 0
+    assert result.rejection == pytest.approx(result.better + result.worse + result.smaller)
 
 
 def test_a_look_reports_seeds_intervals_and_mde():

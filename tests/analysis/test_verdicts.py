@@ -1,9 +1,11 @@
-"""The verdict table from hand-made scores: paired effects, MDE, cost, activity, verdicts."""
+"""The verdict table from hand-made scores: paired effects, MDE, cost, activity, verdicts against
+the margin, the sequential rule's own rows, greedy accuracy beside the headline and the notes."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import verdicts
+from grpo_lab.analysis import sequential, verdicts
 
 
 def scores(label, score, step_s=1.0, start=0.3, **extra):
@@ -12,6 +14,14 @@ def scores(label, score, step_s=1.0, start=0.3, **extra):
     base = {"label": label, "seed": range(n), "score": score, "start": start, "step_s": step_s}
     figures = {k: 1.0 for k in verdicts.STABILITY_COLUMNS}
     return pd.DataFrame({**base, **figures, **extra})
+
+
+def cells(text: str) -> list[dict[str, str]]:
+    """The body rows of a markdown table written by `table_markdown`, each as column -> cell."""
+    rows = text.strip().split("\n")[2:]
+    return [
+        dict(zip(verdicts.TABLE_COLUMNS, (c.strip() for c in r.strip().strip("|").split("|")))) for r in rows
+    ]
 
 
 def test_a_scheme_row_is_paired_on_seeds():
@@ -125,6 +135,164 @@ def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words()
     assert header == "| " + " | ".join(verdicts.TABLE_COLUMNS) + " |" and len(rows) == 3
     assert rows[0].startswith("| up | scheme | paired | +0.102 | [+0.087, +0.118] |")
     assert "grad_spikes x3.00" in rows[0]
-    assert [r.rstrip(" |").rsplit("| ", 1)[1] for r in rows] == ["better", "undecided", "undecided"]
+    assert [r["verdict"] for r in cells(text)] == ["better", "undecided", "undecided"]
+    assert [r["notes"] for r in cells(text)] == ["", "", ""]
     with pytest.raises(ValueError, match="unknown protocol 'screen'"):
         verdicts.compare(runs, arms, protocol="screen")
+
+
+def test_a_sure_effect_within_the_margin_is_smaller_than_the_margin():
+    """gspo against grpo: -0.004 with an interval that excludes 0, against a margin of 0.007, is not
+    'worse' but smaller than the margin; -0.02 is worse."""
+    grpo = [0.50, 0.60, 0.55, 0.65, 0.58]
+    runs = pd.concat(
+        [
+            scores("grpo", grpo),
+            scores("gspo", np.subtract(grpo, [0.004, 0.0045, 0.0035, 0.004, 0.0040])),
+            scores("cispo", np.subtract(grpo, [0.02, 0.021, 0.019, 0.02, 0.02])),
+        ]
+    )
+    arms = [(a, "scheme", a, "grpo") for a in ("gspo", "cispo")]
+    table = verdicts.compare(runs, arms, margin=0.007).set_index("row")
+    gspo = table.loc["gspo"]
+    assert gspo["ci_high"] < 0 and abs(gspo["effect"]) < 0.007
+    assert gspo["verdict"] == "smaller than the margin"
+    assert gspo["recommendation"] == "smaller than the margin: skip unless cheaper"
+    assert table.loc["cispo", "verdict"] == "worse" and table.loc["cispo", "recommendation"] == "avoid"
+    words = [r["verdict"] for r in cells(verdicts.table_markdown(table.reset_index()))]
+    assert words == ["smaller than the margin", "worse"]
+
+
+RULE = verdicts.Rule(sequential.Plan(0.01, min_seeds=3, block=3, max_seeds=9), (3, 6, 9))
+"""a scheme study's rule: looks at 3, 6 and 9 seeds, a margin of 0.01"""
+
+
+def sequential_runs() -> pd.DataFrame:
+    """grpo over 9 seeds; 'clear' stopped at 6 seeds far below it, 'open' has had only its first look,
+    'small' ran to the cap 0.004 below it on every seed but one."""
+    grpo = 0.5 + 0.01 * np.arange(9)
+    rng = np.random.default_rng(0)
+    return pd.concat(
+        [
+            scores("grpo", grpo),
+            scores("clear", grpo[:6] - 0.05 + 0.005 * rng.standard_normal(6)),
+            scores("open", grpo[:3] - 0.02 + 0.01 * rng.standard_normal(3)),
+            scores("small", grpo - 0.004 + 0.0005 * rng.standard_normal(9)),
+        ]
+    )
+
+
+def test_sequential_rows_are_the_rules_own_decisions_on_its_adjusted_interval():
+    runs = sequential_runs()
+    arms = [(a, "scheme", a, "grpo") for a in ("clear", "open", "small")]
+    table = verdicts.compare(runs, arms, reference_gain=0.05, protocol="sequential", rule=RULE)
+    table = table.set_index("row")
+    plain = verdicts.compare(runs, arms, margin=0.01).set_index("row")
+    grpo = runs[runs["label"] == "grpo"].set_index("seed")["score"]
+    clear = runs[runs["label"] == "clear"].set_index("seed")["score"]
+    look = sequential.decide(RULE.plan, (clear - grpo.loc[clear.index]).to_numpy(), earlier=[3], final=False)
+    row = table.loc["clear"]
+    assert (row["protocol"], row["seeds"], row["verdict"]) == ("sequential", 6, "worse")
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((look.low, look.high))
+    assert row["confidence"] == pytest.approx(1 - look.level) and row["confidence"] > 0.95
+    assert row["ci_low"] < plain.loc["clear", "ci_low"] and row["ci_high"] > plain.loc["clear", "ci_high"]
+    assert table.loc["open", "verdict"] == "undecided"  # its look would continue
+    assert table.loc["small", "verdict"] == "smaller than the margin"
+    assert (table["margin"] == 0.01).all() and (table["gain"] == 0.05).all()
+    shown = cells(verdicts.table_markdown(table.reset_index()))[0]
+    assert shown["protocol"] == "sequential" and shown["verdict"] == "worse"
+    assert shown["CI"].endswith(f"] at {100 * (1 - look.level):.1f}%")
+
+
+def test_the_sequential_protocol_needs_its_rule_and_its_margin():
+    runs = sequential_runs()
+    arms = [("clear", "scheme", "clear", "grpo")]
+    with pytest.raises(ValueError, match="needs the study's rule"):
+        verdicts.compare(runs, arms, protocol="sequential")
+    with pytest.raises(ValueError, match="needs the study's rule"):
+        verdicts.compare(runs, arms, rule=RULE)
+    with pytest.raises(ValueError, match="margin is its rule's"):
+        verdicts.compare(runs, arms, margin=0.02, protocol="sequential", rule=RULE)
+    with pytest.raises(ValueError, match="must be its plan's cap"):
+        verdicts.Rule(RULE.plan, (3, 6))
+    with pytest.raises(ValueError, match="increasing seed counts"):
+        verdicts.Rule(RULE.plan, (6, 3, 9))
+
+
+def test_greedy_accuracy_beside_the_headline_and_when_their_directions_differ():
+    grpo = [0.50, 0.60, 0.55, 0.65]
+    greedy = [0.40, 0.45, 0.42, 0.50]
+    runs = pd.concat(
+        [
+            scores("grpo", grpo, greedy=greedy),
+            scores("split", np.add(grpo, 0.10), greedy=np.subtract(greedy, [0.05, 0.06, 0.04, 0.05])),
+            scores("along", np.add(grpo, 0.10), greedy=np.add(greedy, 0.02)),
+            scores(
+                "noisy",
+                np.add(grpo, [0.02, -0.03, 0.03, -0.01]),
+                greedy=np.add(greedy, [-0.02, 0.03, -0.03, 0]),
+            ),
+        ]
+    )
+    arms = [(a, "scheme", a, "grpo") for a in ("split", "along", "noisy")]
+    table = verdicts.compare(runs, arms, margin=0.01).set_index("row")
+    assert table.loc["split", "greedy effect"] == pytest.approx(-0.05)
+    assert table.loc["split", "greedy ci_high"] < 0 < table.loc["split", "ci_low"]
+    assert table.loc["along", "greedy effect"] == pytest.approx(0.02)
+    # opposite signs with an interval off 0; same signs; opposite signs with both intervals holding 0
+    assert table["direction differs"].tolist() == [True, False, False]
+    assert np.sign(table.loc["noisy", "effect"]) != np.sign(table.loc["noisy", "greedy effect"])
+    split = cells(verdicts.table_markdown(table.reset_index()))[0]
+    assert split["greedy effect"].startswith("-0.050 [-0.") and split["notes"] == "direction differs"
+    assert "greedy effect (95% CI)" in verdicts.markdown(table.reset_index())
+    without = verdicts.compare(scores("grpo", grpo).pipe(lambda g: pd.concat([g, scores("x", grpo)])),
+                               [("x", "scheme", "x", "grpo")])  # fmt: skip
+    assert np.isnan(without.iloc[0]["greedy effect"]) and not without.iloc[0]["direction differs"]
+
+
+def test_entropy_collapse_is_a_decay_far_beyond_the_references():
+    assert verdicts.entropy_collapse(pd.Series([0.6, 0.62]), pd.Series([0.3, 0.31]))
+    assert not verdicts.entropy_collapse(pd.Series([0.4, 0.42]), pd.Series([0.3, 0.31]))  # x1.35
+    assert not verdicts.entropy_collapse(pd.Series([-0.3]), pd.Series([-0.1]))  # the reference's rose
+    grpo = [0.50, 0.60, 0.55, 0.65]
+    runs = pd.concat(
+        [
+            scores("grpo", grpo, entropy_decay=0.2),
+            scores("collapse", grpo, entropy_decay=0.2 * (verdicts.ENTROPY_COLLAPSE_X + 0.1)),
+            scores("steady", grpo, entropy_decay=0.2 * (verdicts.ENTROPY_COLLAPSE_X - 0.1)),
+        ]
+    )
+    arms = [(a, "scheme", a, "grpo") for a in ("collapse", "steady")]
+    table = verdicts.compare(runs, arms, margin=0.01)
+    assert table["entropy collapse"].tolist() == [True, False]
+    assert [r["notes"] for r in cells(verdicts.table_markdown(table))] == ["entropy collapse", ""]
+
+
+def test_the_screen_rows_carry_the_main_effect_on_greedy_accuracy():
+    runs = pd.DataFrame(
+        {"label": ["r1", "r2", "r3", "r4"], "adv_clip": [True, True, False, False], "step_s": 1.0,
+         **{k: [0.5, 0.5, 0.2, 0.2] if k == "entropy_decay" else 1.0 for k in verdicts.STABILITY_COLUMNS}}
+    )  # fmt: skip
+    effects = pd.DataFrame([{"factor": "adv_clip", "effect": 0.02, "ci_low": 0.01, "ci_high": 0.03,
+                             "mde": 0.006, "seeds": 32, "margin": 0.0075, "verdict": "better"}])  # fmt: skip
+    greedy = effects.assign(effect=-0.03, ci_low=-0.05, ci_high=-0.01, verdict="worse")
+    row = verdicts.factorial_rows(runs, effects, reference_gain=0.05, greedy=greedy).iloc[0]
+    assert (row["greedy effect"], row["greedy ci_low"], row["greedy ci_high"]) == (-0.03, -0.05, -0.01)
+    assert row["direction differs"] and row["entropy collapse"]  # entropy decay 0.5 against 0.2
+    alone = verdicts.factorial_rows(runs, effects, reference_gain=0.05).iloc[0]
+    assert np.isnan(alone["greedy effect"]) and not alone["direction differs"]
+
+
+def test_pass_at_k_is_shown_where_both_arms_logged_it_on_enough_seeds():
+    runs = pd.concat(
+        [
+            scores("grpo", [0.5, 0.6, 0.55], **{"pass@4": [0.7, 0.8, 0.75]}),
+            scores("sharp", [0.6, 0.7, 0.65], **{"pass@4": [0.6, 0.7, 0.65]}),
+            scores("old", [0.6, 0.7, 0.65], **{"pass@4": [np.nan, 0.7, 0.65]}),
+        ]
+    )
+    table = verdicts.compare(runs, [("sharp", "scheme", "sharp", "grpo"), ("old", "scheme", "old", "grpo")])
+    assert table.iloc[0]["pass@4 effect"] == pytest.approx(-0.1) and table.iloc[0]["effect"] > 0
+    assert np.isnan(table.iloc[1]["pass@4 effect"])  # one seed did not log it: 2 < MIN_SEEDS
+    shown = cells(verdicts.table_markdown(table))
+    assert [r["pass@4 effect"] for r in shown] == ["-0.100", "n/a"]

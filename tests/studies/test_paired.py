@@ -1,7 +1,10 @@
-"""The paired studies' forest plot: one label per row, and the seeds each protocol rests on."""
+"""The paired studies' forest plot: one label per row, the seeds each protocol rests on, a colour
+per decided verdict and the interval the sequential rows show."""
 
 import pandas as pd
+from matplotlib.colors import to_rgba
 
+from grpo_lab.analysis.power import VERDICTS
 from grpo_lab.studies import paired
 
 
@@ -26,3 +29,16 @@ def test_rows_of_one_protocol_keep_the_paired_seed_range():
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["r1 (trick)", "r0 (trick)"]
     assert "3-9 paired seeds per comparison" in ax.get_title()
+
+
+def test_every_decided_verdict_has_its_colour_and_sequential_rows_say_their_interval():
+    decided = [v for v in VERDICTS if v not in ("undecided", "too few seeds")]
+    assert set(paired.VERDICT_COLORS) == set(decided) and len(set(paired.VERDICT_COLORS.values())) == 4
+    rows = table(["sequential", "factorial screen"], [6, 32]).assign(
+        verdict=["smaller than the margin", "worse"]
+    )
+    ax = paired.forest(rows, "60 steps", "all").axes[0]
+    assert "sequential rows: the rule's adjusted interval" in ax.get_xlabel()
+    colours = [to_rgba(line.get_color()) for line in ax.lines if line.get_marker() == "o"]
+    assert to_rgba(paired.VERDICT_COLORS["smaller than the margin"]) in colours
+    assert "adjusted" not in paired.forest(table(["paired"], [9]), "60 steps", "all").axes[0].get_xlabel()

@@ -252,20 +252,20 @@ def test_the_verdict_table_takes_each_rows_cost_from_the_cost_study(monkeypatch)
             {"label": label, "seed": range(3), "score": score, "start": 0.1, "step_s": step_s, **figures}
         )
 
-    monkeypatch.setattr(screen, "main_effects", lambda scored, margin: pd.DataFrame())
-    monkeypatch.setattr(analysis_verdicts, "factorial_rows", lambda *a: pd.DataFrame())
+    monkeypatch.setattr(screen, "main_effects", lambda scored, margin, **options: pd.DataFrame())
+    monkeypatch.setattr(analysis_verdicts, "factorial_rows", lambda *a, **k: pd.DataFrame())
     conflict = next(iter(ablations.CONFLICTS))
     scored = {
         "schemes": pd.concat(
             [run_scores("grpo", [0.2, 0.21, 0.22], 1.0), run_scores("scheme_a", [0.2, 0.2, 0.2], 3.0)]
         ),
-        "screen": pd.DataFrame(columns=["seed", "block"]),
+        "screen": pd.DataFrame(columns=["seed", "block", "greedy"]),
         "conflicts": pd.concat(
             [run_scores("grpo", [0.2, 0.21, 0.22], 1.0), run_scores(conflict, [0.1, 0.1, 0.12], 2.0)]
         ),
         "tricks": pd.DataFrame(columns=["label"]),
         "cost": pd.DataFrame({"label": ["grpo", "scheme_a"], "multiple": [1.0, 1.1]}),
     }
-    table = verdicts.table(scored).set_index("row")
+    table = verdicts.table(scored, settings=verdicts.settings("full")).set_index("row")
     assert table.loc["scheme_a", "cost x"] == pytest.approx(1.1)
     assert table.loc[conflict, "cost x"] == pytest.approx(2.0)
