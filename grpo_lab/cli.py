@@ -54,18 +54,40 @@ def _fields(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from grpo_lab.presets import PRESETS, preset_diff
+    from grpo_lab.presets import PRESETS, matched_comparator
 
     if args.diff:
-        diff = preset_diff(args.diff)
-        if not diff:
-            print(f"{args.diff}: identical to grpo")
-        for key, (base, value) in diff.items():
-            print(f"{key:24s} {base!r:>22} -> {value!r:<22} # {field_doc(key)}")
+        print("\n".join(_diff_sections(args.diff, matched_comparator(args.diff))))
         return 0
     for name, entry in PRESETS.items():
         print(f"{name:14s} {entry.doc}")
     return 0
+
+
+def _diff_sections(name: str, comparator: str) -> list[str]:
+    """What preset `name` changes relative to grpo and, when its matched comparator is another preset,
+    relative to that one (its own mechanism alone), each under a heading; one line when it is grpo."""
+    against_grpo = _diff_lines(name, "grpo")
+    if not against_grpo:
+        return [f"{name}: identical to grpo"]
+    if comparator == "grpo":
+        return [f"{name} relative to grpo, its matched comparator:", *against_grpo]
+    return [
+        f"{name} relative to grpo:",
+        *against_grpo,
+        f"{name} relative to its matched comparator {comparator} (its own mechanism):",
+        *_diff_lines(name, comparator),
+    ]
+
+
+def _diff_lines(name: str, against: str) -> list[str]:
+    """A line per field in which preset `name` differs from preset `against`: both values and its doc."""
+    from grpo_lab.presets import preset_diff
+
+    diff = preset_diff(name, against)
+    return [
+        f"{key:24s} {base!r:>22} -> {value!r:<22} # {field_doc(key)}" for key, (base, value) in diff.items()
+    ]
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -163,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     fl = sub.add_parser("fields", help="list every config field with its type, default and doc, by section")
     fl.add_argument("filter", nargs="?", default=None, help="show only fields whose name contains this")
     fl.set_defaults(fn=_fields)
-    p = sub.add_parser("presets", help="list presets, or show what one changes relative to grpo")
+    p = sub.add_parser(
+        "presets",
+        help="list presets, or show what one changes relative to grpo and to its matched comparator",
+    )
     p.add_argument("--diff", metavar="NAME", default=None)
     p.set_defaults(fn=_presets)
     pl = sub.add_parser(

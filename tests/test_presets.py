@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from grpo_lab.config import Config
-from grpo_lab.presets import PRESETS, preset, preset_diff
+from grpo_lab.presets import INCIDENTAL, PRESETS, matched_comparator, mechanism, preset, preset_diff
 
 
 def test_grpo_preset_is_the_config_defaults():
@@ -60,3 +60,58 @@ def test_overrides_apply_and_are_validated():
         preset("grpo", temperature=0.0)
     with pytest.raises(ValueError, match="unknown config field"):
         preset("grpo", nonsense=1)
+
+
+def test_grpo_no_kl_is_grpo_without_its_kl_term():
+    p = preset("grpo_no_kl")
+    assert preset_diff("grpo_no_kl") == {"kl_coef": (0.04, 0.0), "kl_placement": ("loss", "off")}
+    assert not p.uses_reference
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_a_preset_and_its_matched_comparator_differ_in_its_mechanism_alone(name):
+    comparator = matched_comparator(name)
+    changes = PRESETS[name].changes
+    assert set(preset_diff(name, comparator)) == set(mechanism(name))
+    assert set(preset_diff(comparator)) == set(changes) - set(mechanism(name))  # grpo plus the incidental
+    assert all(changes[k] == v for k, v in mechanism(name).items())
+
+
+def test_the_methods_that_drop_the_kl_are_matched_with_grpo_without_it():
+    for name in ("dr_grpo", "dapo", "gspo", "gspo_token", "cispo"):
+        assert matched_comparator(name) == "grpo_no_kl"
+        assert not {"kl_coef", "kl_placement"} & set(mechanism(name))
+    assert mechanism("dapo") == {"eps_high": 0.28, "aggregation": "token-mean"}
+    # GPG's paper proposes dropping the KL: there it is the mechanism, and grpo the comparator
+    assert matched_comparator("gpg") == "grpo" and mechanism("gpg")["kl_placement"] == "off"
+    assert matched_comparator("grpo") == "grpo" and matched_comparator("scheme_a") == "grpo"
+
+
+@pytest.mark.parametrize("name", list(INCIDENTAL))
+def test_incidental_fields_are_fields_the_preset_changes(name):
+    assert INCIDENTAL[name] and set(INCIDENTAL[name]) < set(PRESETS[name].changes)
+
+
+def test_a_matched_comparator_must_be_a_preset(monkeypatch):
+    monkeypatch.setitem(INCIDENTAL, "scheme_b", ("kl_estimator",))  # grpo with the k1 estimator: no preset
+    with pytest.raises(ValueError, match="no preset is grpo with {'kl_estimator': 'k1'}"):
+        matched_comparator("scheme_b")
+    for fn in (matched_comparator, mechanism):
+        with pytest.raises(ValueError, match="unknown preset 'nope'"):
+            fn("nope")
+
+
+def test_preset_diff_against_another_preset():
+    assert preset_diff("dapo", "grpo_no_kl") == {
+        "eps_high": (0.2, 0.28),
+        "aggregation": ("seq-mean-token-mean", "token-mean"),
+    }
+    assert preset_diff("grpo", "grpo_no_kl") == {"kl_coef": (0.0, 0.04), "kl_placement": ("off", "loss")}
+
+
+def test_cispo_caps_its_weight_one_sided_in_verl_relative_form():
+    p = preset("cispo")
+    assert (p.surrogate, p.cispo_mode, p.aggregation) == ("cispo", "relative", "token-mean")
+    assert 1 - p.eps_low == pytest.approx(0.001)  # a floor under every ratio of the stored study runs
+    assert p.eps_high == 0.01  # a cap at the median per-step 95th percentile of the ratio there
+    assert not p.uses_reference

@@ -1,9 +1,12 @@
 """How much each compared mechanism acted in a run, from its run log alone: an arm whose mechanism
 never acts (a clip range that never binds, a controller that never moves, a length trick on answers
-too short to reshape) cannot be compared, it can only reproduce its reference. Every scheme and
-trick of the studies has one measure here, named by its preset or `presets.TRICKS` entry;
-`activity(name, metrics, config)` computes it and `ACTIVITY[name].what` says what it counts. Reads
-logged metrics only."""
+too short to reshape) cannot be compared, it can only reproduce its reference. A scheme is measured
+by its own mechanisms (`MECHANISMS`, what its preset changes): a surrogate or a clip by the share of
+tokens its own bound binds on, a length-weighted aggregation by the change it makes to the loss
+weights, an advantage by the groups it rescales. Every scheme and trick of the studies has one
+headline measure (`ACTIVITY`: a scheme's first mechanism's), named by its preset or `presets.TRICKS`
+entry: `activity(name, metrics, config)` computes it and `ACTIVITY[name].what` says what it counts;
+`mechanism_activity` computes each of a scheme's mechanisms. Reads logged metrics only."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_lab.config import Config
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -19,6 +24,12 @@ class Measure:
     """what the number counts, for table captions"""
     fn: Callable[[pd.DataFrame, dict[str, Any]], float]
     """(training rows, config dict) -> the measure; 0 means the mechanism never acted"""
+
+
+EQUAL_SEQUENCE_WEIGHTS = ("seq-mean-token-mean",)
+"""the aggregations that weigh every sequence alike; every other one weighs a sequence by its length"""
+GRPO_KL_COEF = Config.kl_coef
+"""grpo's KL coefficient (the config's default): what a method that drops the KL removes"""
 
 
 def _mean(column: str) -> Callable[[pd.DataFrame, dict[str, Any]], float]:
@@ -70,39 +81,100 @@ def _spread_groups(m: pd.DataFrame, config: dict[str, Any]) -> float:
     return float(1 - m["frac_reward_zero_std"].mean())
 
 
-def _length_spread(m: pd.DataFrame, config: dict[str, Any]) -> float:
-    """Mean range of completion lengths in a batch: where a change of aggregation weighs rows
-    differently (equal lengths make every token-mean equal to every sequence-mean)."""
-    return float((m["completions/max_length"] - m["completions/min_length"]).mean())
+def _length_reweighting(m: pd.DataFrame, config: dict[str, Any]) -> float:
+    """Mean over steps of the range of the per-sequence loss weights over their mean, where
+    seq-mean-token-mean weighs every sequence alike: a length-weighted aggregation (token-mean, Dr.
+    GRPO's token sum over a constant) weighs a sequence by its length L, so the range is
+    (max L - min L) / mean L. 0 under an aggregation of `EQUAL_SEQUENCE_WEIGHTS` or with equal
+    lengths. The logs hold each batch's min, max and mean length only, so this is the range of the
+    weights, not their spread (the lengths' std is not logged)."""
+    if config["aggregation"] in EQUAL_SEQUENCE_WEIGHTS:
+        return 0.0
+    lengths = m["completions/max_length"] - m["completions/min_length"]
+    return float((lengths / m["completions/mean_length"]).mean())
+
+
+def _kl_dropped(m: pd.DataFrame, config: dict[str, Any]) -> float:
+    """grpo's KL coefficient when the run has no KL term (placement 'off'), else 0. Dropping the KL
+    acts on every step whose policy leaves the reference, but a run without a KL loads no reference
+    and logs no KL to measure that by: this says only that grpo's KL term is gone."""
+    return GRPO_KL_COEF if config["kl_placement"] == "off" else 0.0
+
+
+def _spread(why: str) -> Measure:
+    """The share of groups with reward spread, for an advantage that rescales them (`why`)."""
+    return Measure(f"share of groups with reward spread ({why})", _spread_groups)
 
 
 CLIP = Measure("share of tokens clipped (clip_ratio/region_mean)", _mean("clip_ratio/region_mean"))
+CLIP_HIGHER = Measure(
+    "share of tokens clipped at the raised upper bound (clip_ratio/high_mean)", _mean("clip_ratio/high_mean")
+)
+DUAL_CLIP = Measure(
+    "share of tokens the dual clip binds on (clip_ratio/dual_mean)", _mean("clip_ratio/dual_mean")
+)
+SEQUENCE_CLIP = Measure(
+    "share of sequences whose sequence ratio is clipped (clip_ratio/region_mean)",
+    _mean("clip_ratio/region_mean"),
+)
+CISPO_CAP = Measure(
+    "share of tokens whose importance weight CISPO's bound clips (clip_ratio/region_mean)",
+    _mean("clip_ratio/region_mean"),
+)
+REWEIGHTING = Measure(
+    "range of the per-sequence loss weights over their mean, against seq-mean-token-mean "
+    "((max - min) / mean completion length)",
+    _length_reweighting,
+)
+SAMPLER_IS = Measure(
+    "mean |old - sampler| log-prob gap the sampler correction reweights (is/logp_gap_mean)",
+    _mean("is/logp_gap_mean"),
+)
+KL_DROPPED = Measure("KL coefficient dropped from grpo's (its KL term off)", _kl_dropped)
 
-ACTIVITY: dict[str, Measure] = {
-    # schemes (presets)
-    "grpo": CLIP,
-    "bnpo": Measure("mean range of completion lengths per batch (tokens)", _length_spread),
-    "dr_grpo": Measure("share of groups with reward spread (no std division)", _spread_groups),
-    "dapo": Measure("share of tokens clipped at the raised upper bound", _mean("clip_ratio/high_mean")),
-    "lite_ppo": Measure("share of groups with reward spread (batch std)", _spread_groups),
-    "gspo": Measure("share of sequences clipped", _mean("clip_ratio/region_mean")),
-    "gspo_token": Measure("share of tokens clipped on the sequence ratio", _mean("clip_ratio/region_mean")),
-    "cispo": Measure("spread of the importance weights (ratio/std)", _mean("ratio/std")),
-    "sapo": Measure("spread of the gated ratio (ratio/std)", _mean("ratio/std")),
-    "gmpo": Measure("share of tokens clipped in log space", _mean("clip_ratio/region_mean")),
-    "gpg": Measure("share of groups with reward spread (rescaled)", _spread_groups),
-    "rloo": Measure("share of groups with reward spread (leave-one-out)", _spread_groups),
-    "reinforce_pp": Measure("share of groups with reward spread (batch whitening)", _spread_groups),
-    "scheme_a": Measure(
-        "share of tokens clipped at the raised bound or by the dual clip",
-        lambda m, c: _mean("clip_ratio/high_mean")(m, c) + _mean("clip_ratio/dual_mean")(m, c),
-    ),
-    "scheme_b": Measure(
-        "spread of advantages within a sequence (advantages/token_std)", _mean("advantages/token_std")
-    ),
-    "scheme_c": Measure("spread of the importance ratio weighting the KL (ratio/std)", _mean("ratio/std")),
-    # tricks (presets.TRICKS)
-    "group_reward_norm": Measure("share of groups with reward spread (divided by their std)", _spread_groups),
+MECHANISMS: dict[str, dict[str, Measure]] = {
+    "grpo": {"PPO clip": CLIP},
+    "grpo_no_kl": {"no KL": KL_DROPPED},
+    "bnpo": {"token-mean": REWEIGHTING},
+    "dr_grpo": {"token sum over a constant": REWEIGHTING, "no std": _spread("no std division")},
+    "dapo": {"clip-higher": CLIP_HIGHER, "token-mean": REWEIGHTING},
+    "lite_ppo": {"batch std": _spread("batch std"), "token-mean": REWEIGHTING},
+    "gspo": {"sequence clip": SEQUENCE_CLIP},
+    "gspo_token": {
+        "sequence-ratio clip": Measure(
+            "share of tokens clipped on the sequence ratio (clip_ratio/region_mean)",
+            _mean("clip_ratio/region_mean"),
+        )
+    },
+    "cispo": {"IS-weight cap": CISPO_CAP, "token-mean": REWEIGHTING},
+    "sapo": {"soft gate": Measure("spread of the gated ratio (ratio/std)", _mean("ratio/std"))},
+    "gmpo": {
+        "log-space clip": Measure(
+            "share of tokens clipped in log space (clip_ratio/region_mean)", _mean("clip_ratio/region_mean")
+        )
+    },
+    "gpg": {"rescaled advantage": _spread("rescaled"), "token-mean": REWEIGHTING},
+    "rloo": {"leave-one-out": _spread("leave-one-out")},
+    "reinforce_pp": {"batch whitening": _spread("batch whitening"), "token-mean": REWEIGHTING},
+    "scheme_a": {"clip-higher": CLIP_HIGHER, "dual clip": DUAL_CLIP, "sequence TIS": SAMPLER_IS},
+    "scheme_b": {
+        "token-level advantage": Measure(
+            "spread of advantages within a sequence (advantages/token_std)", _mean("advantages/token_std")
+        )
+    },
+    "scheme_c": {
+        "importance-weighted KL": Measure(
+            "spread of the importance ratio weighting the KL (ratio/std)", _mean("ratio/std")
+        ),
+        "token-mean": REWEIGHTING,
+    },
+}
+"""each scheme's own mechanisms (what its preset changes besides its incidental fields,
+`presets.mechanism`), each with its measure, the headline one first: the scheme acts where every one
+of them does"""
+
+TRICK_ACTIVITY: dict[str, Measure] = {
+    "group_reward_norm": _spread("divided by their std"),
     "batch_reward_norm": Measure(
         "mean shift of the advantages by batch whitening", _mean("advantages/batch_norm_shift")
     ),
@@ -127,11 +199,36 @@ ACTIVITY: dict[str, Measure] = {
         "spread of sampling temperatures in a batch", _mean("sampling/temperature_std")
     ),
 }
+"""each trick's measure (`presets.TRICKS`, and group reward normalization, a factor of the screen)"""
+
+ACTIVITY: dict[str, Measure] = {
+    **{name: next(iter(measures.values())) for name, measures in MECHANISMS.items()},
+    **TRICK_ACTIVITY,
+}
+"""the headline measure of every scheme (its first mechanism's) and trick: the verdict table's"""
+
+
+def _training_rows(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The rows of training steps (those with a reward): the last validation row has none."""
+    return metrics[metrics["reward"].notna()] if "reward" in metrics else metrics
+
+
+def _known(name: str) -> None:
+    """A ValueError naming the valid names unless scheme or trick `name` has a measure."""
+    if name not in ACTIVITY:
+        raise ValueError(f"no activity measure for {name!r}; valid: {', '.join(ACTIVITY)}")
 
 
 def activity(name: str, metrics: pd.DataFrame, config: dict[str, Any]) -> float:
-    """The activity measure of scheme or trick `name` over a run's training rows."""
-    if name not in ACTIVITY:
-        raise ValueError(f"no activity measure for {name!r}; valid: {', '.join(ACTIVITY)}")
-    rows = metrics[metrics["reward"].notna()] if "reward" in metrics else metrics
-    return ACTIVITY[name].fn(rows, config)
+    """The headline activity measure of scheme or trick `name` over a run's training rows."""
+    _known(name)
+    return ACTIVITY[name].fn(_training_rows(metrics), config)
+
+
+def mechanism_activity(name: str, metrics: pd.DataFrame, config: dict[str, Any]) -> dict[str, float]:
+    """Each own mechanism of scheme `name` (`MECHANISMS`) with its measure over a run's training rows;
+    a trick's one measure under the trick's name."""
+    _known(name)
+    rows = _training_rows(metrics)
+    measures = MECHANISMS.get(name, {name: ACTIVITY[name]})
+    return {mechanism: measure.fn(rows, config) for mechanism, measure in measures.items()}

@@ -6,7 +6,9 @@ Every returned loss is zero on padding.
 
 Stats (over valid tokens; over non-empty sequences for `gspo`):
 - `clip_ratio/low_mean` = mean[(r < low) & A < 0], `clip_ratio/high_mean` = mean[(r > high) & A > 0],
-  `clip_ratio/region_mean` = their sum (TRL), with [low, high] the variant's own clip bounds;
+  `clip_ratio/region_mean` = their sum (TRL), with [low, high] the variant's own clip bounds; for
+  `cispo`, whose bounds clip a detached weight that multiplies every token's gradient, A's sign drops
+  out: mean[(r < low) & A != 0] and mean[(r > high) & A != 0], the tokens whose gradient its bound changes;
 - `ratio/{mean,std,max,min,p05,p50,p95}` of the ratio the variant uses (population std);
 - `frac_zero_grad`: share of valid tokens whose gradient a clip or a token selection removed, from the
   analytic clip indicator of each variant (a zero advantage or the +-20 clamp is not counted);
@@ -113,6 +115,14 @@ def log_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:
 def _clip_flags(ratio: Tensor, adv: Tensor, low: float, high: float) -> tuple[Tensor, Tensor]:
     """Where the lower clip binds (A < 0) and where the upper clip binds (A > 0)."""
     return (ratio < low) & (adv < 0), (ratio > high) & (adv > 0)
+
+
+def _weight_flags(ratio: Tensor, adv: Tensor, low: float, high: float) -> tuple[Tensor, Tensor]:
+    """Where a clipped detached weight's lower and upper bound bind on a token with a nonzero advantage,
+    whatever its sign: such a bound rescales the token's gradient instead of removing it, so it acts on
+    both signs, where PPO's clip acts only on the side whose gradient it removes."""
+    live = adv != 0
+    return (ratio < low) & live, (ratio > high) & live
 
 
 def _ppo(ratio: Tensor, adv: Tensor, low: float, high: float, c: float | None) -> tuple[Tensor, ...]:
@@ -240,7 +250,8 @@ def cispo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, p: Surrogat
     ratio = torch.exp(log_ratio(logp, old_logp)).detach()  # (N, T)
     low, high = (1 - p.eps_low, 1 + p.eps_high) if p.cispo_mode == "relative" else (0.0, p.cispo_cap)
     loss = -ratio.clamp(low, high) * adv * logp  # (N, T)
-    return loss * mask, _soft_stats(ratio, adv, mask, low, high)
+    lo, hi = _weight_flags(ratio, adv, low, high)
+    return loss * mask, _stats(ratio, lo, hi, torch.zeros_like(lo), mask > 0)
 
 
 @SURROGATES.register("sapo")

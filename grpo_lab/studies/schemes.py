@@ -1,16 +1,22 @@
 """The scheme study (notebook 03): every compared scheme on the study base (`studies.base`) against
 `grpo`, the Evaluation guide's main comparison (§6.3: replace the objective under the same data and
 hyper-parameters, repeat over seeds), with arms paired on seeds (the same seed gives every scheme the
-same prompts and sampling streams). Its runs are also the scheme rows of the verdict table of
+same prompts and sampling streams). A scheme whose preset also changes what is not its own mechanism
+(dr_grpo, dapo, gspo and cispo drop the KL) is compared with its matched comparator too
+(`presets.matched_comparator`: `grpo_no_kl`), an arm of the design trained on the same seeds, so that
+one of its rows reads the mechanism alone. Its runs are also the scheme rows of the verdict table of
 `studies.verdicts` (notebook 12), which asks for the same design.
 
-- `settings` / `design`: the profile of `FULL` and each scheme of `SCHEMES` on the base;
-- `run`: trains or loads the design through the run store (every arm is needed);
+- `settings` / `design`: the profile of `FULL` and each scheme of `SCHEMES`, with its matched
+  comparator, on the base;
+- `comparisons` / `arms`: the pairs the study judges and the verdict rows they give;
+- `run`: trains or loads the design through the run store (every arm is needed), seeds added under
+  the sequential rule (`sequential_seeds`);
 - `scores` / `table`: per-run scores (final accuracy, stability, cost, activity) and the verdict
-  table, each scheme against `REFERENCE`;
+  table, each scheme against `REFERENCE` and against its matched comparator;
 - `figure`: the table as a forest plot; `figure_curves`: the training curves per scheme."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +32,16 @@ from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.store import is_current, run_dir
+from grpo_lab.presets import matched_comparator
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics
 from grpo_lab.studies import paired
 from grpo_lab.studies.base import base
 from grpo_lab.studies.designs import for_profile
 
-SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo", "cispo")
-"""the compared schemes (presets); `grpo` is the reference"""
+SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo", "cispo", "grpo_no_kl")
+"""the compared schemes (presets); `grpo` is the reference and `grpo_no_kl` the matched comparator of
+the four that drop the KL, itself compared with grpo (what dropping the KL does)"""
 REFERENCE = "grpo"
 SMOKE_SCHEMES = 2
 """the smoke profile compares the first this many schemes"""
@@ -70,13 +78,41 @@ def compared(settings: Profile) -> tuple[str, ...]:
     return for_profile(SCHEMES, settings, SMOKE_SCHEMES)
 
 
+def with_comparators(schemes: Sequence[str]) -> tuple[str, ...]:
+    """`schemes`, then the matched comparator (`presets.matched_comparator`) of each that is not
+    among them, once each."""
+    return tuple(dict.fromkeys([*schemes, *map(matched_comparator, schemes)]))
+
+
 def design(settings: Profile, schemes: Sequence[str] | None = None, **changes: Any) -> list[Point]:
-    """Each scheme (default: `compared(settings)`) on the study base, labelled by its preset name
-    (`changes` apply to every arm)."""
+    """Each scheme (default: `compared(settings)`) and its matched comparator (`with_comparators`) on
+    the study base, labelled by its preset name (`changes` apply to every arm)."""
     schemes = compared(settings) if schemes is None else tuple(schemes)
     if REFERENCE not in schemes:
         raise ValueError(f"the schemes must include the reference {REFERENCE!r}, got {list(schemes)}")
-    return [Point(name, {"arm": name}, base(settings, name, **changes)) for name in schemes]
+    return [Point(name, {"arm": name}, base(settings, name, **changes)) for name in with_comparators(schemes)]
+
+
+def comparisons(labels: Sequence[str]) -> list[tuple[str, str]]:
+    """The (treatment, control) pairs judged among the arms `labels`, in their order: each arm against
+    `REFERENCE`, followed by the arm against its matched comparator when that is another arm."""
+    pairs = []
+    for label in labels:
+        comparator = matched_comparator(label)
+        if label != REFERENCE:
+            pairs.append((label, REFERENCE))
+        if comparator != REFERENCE and comparator in labels:
+            pairs.append((label, comparator))
+    return pairs
+
+
+def arms(labels: Collection[str]) -> list[tuple[str, str, str, str]]:
+    """The verdict rows (`analysis.verdicts.compare`'s arms: row, kind, treatment, control) of the
+    `SCHEMES` among `labels`, in that order: each scheme against `REFERENCE` (kind 'scheme') and
+    against its matched comparator (kind 'scheme vs <comparator>': its own mechanism alone). Both rows
+    of a scheme carry its name, hence its activity measure."""
+    pairs = comparisons([s for s in SCHEMES if s in labels])
+    return [(t, "scheme" if c == REFERENCE else f"scheme vs {c}", t, c) for t, c in pairs]
 
 
 def looks(settings: Profile) -> tuple[int, ...]:
@@ -92,44 +128,53 @@ def looks(settings: Profile) -> tuple[int, ...]:
 def sequential_seeds(
     points: Sequence[Point], settings: Profile, root: str | Path | None
 ) -> tuple[dict[str, tuple[int, ...]], frozenset[str]]:
-    """Arm label -> the seeds the sequential rule has it train so far, and the arms it has not
-    decided yet. Look by look (`looks`), every arm not yet decided (and the reference, while any is)
-    takes the look's seeds; at a look whose runs are all current in the store `root` (None: an empty
-    store), each such arm's paired differences in the headline score are judged by
-    `analysis.sequential.decide` against `MARGIN_OF_GAIN` x the reference's gain, and a decided arm
-    (better, worse, no difference) takes no more seeds. The seeds stop at the first look whose runs
-    are not all stored: its undecided arms may take more at later looks. No arm is open once the
-    last look is stored."""
-    labels = [p.label for p in points]
+    """Arm label -> the seeds the sequential rule has it train so far, and the arms of the
+    comparisons it has not decided yet. Look by look (`looks`), both arms of every comparison not
+    yet decided (`comparisons`: each arm against the reference, and against its matched comparator)
+    take the look's seeds; at a look whose runs are all current in the store `root` (None: an empty
+    store), each such comparison's paired differences in the headline score are judged by
+    `analysis.sequential.decide` against `MARGIN_OF_GAIN` x the reference's gain over its seeds so
+    far, and a decided comparison (better, worse, no difference) takes no more seeds: an arm goes on
+    while any of its comparisons does. The seeds stop at the first look whose runs are not all
+    stored: the arms of its undecided comparisons may take more at later looks. No arm is open once
+    the last look is stored."""
     configs = {p.label: p.config for p in points}
     seeds, planned = settings.seeds, looks(settings)
-    chosen: dict[str, tuple[int, ...]] = {label: () for label in labels}
-    active = set(labels) - {REFERENCE}
+    chosen: dict[str, tuple[int, ...]] = {label: () for label in configs}
+    pending = comparisons(list(configs))
+    found: dict[tuple[str, int], tuple[float, float]] = {}
     for n in planned:
-        for label in active | {REFERENCE}:
+        taking = {label for pair in pending for label in pair}
+        for label in taking:
             chosen[label] = seeds[:n]
-        stored = {
-            (label, seed): _stored_score(configs[label].replace(seed=seed), root)
-            for label in active | {REFERENCE}
-            for seed in seeds[:n]
-        }
-        found = {key: score for key, score in stored.items() if score is not None}
-        if len(found) < len(stored):
-            return chosen, frozenset(active)
+        for label in taking:
+            for seed in seeds[:n]:
+                score = _stored_score(configs[label].replace(seed=seed), root)
+                if score is None:
+                    return chosen, frozenset(taking)
+                found[(label, seed)] = score
         if n == planned[-1]:
             break
-        reference = [found[(REFERENCE, seed)] for seed in seeds[:n]]
-        margin = MARGIN_OF_GAIN * float(np.mean([score - start for score, start in reference]))
-        # a reference that learned nothing leaves no margin: then no arm is called "no difference"
-        margin = max(margin, MIN_MARGIN)
-        rule = sequential.Plan(margin=margin, min_seeds=MIN_SEEDS, block=LOOK_BLOCK, max_seeds=len(seeds))
-        for label in sorted(active):
-            differences = [found[(label, s)][0] - found[(REFERENCE, s)][0] for s in seeds[:n]]
-            if sequential.decide(rule, differences).decision != sequential.CONTINUE:
-                active.discard(label)
-        if not active:
+        rule = _rule([found[(REFERENCE, seed)] for seed in chosen[REFERENCE]], len(seeds))
+        pending = [
+            (t, c)
+            for t, c in pending
+            if sequential.decide(rule, [found[(t, s)][0] - found[(c, s)][0] for s in seeds[:n]]).decision
+            == sequential.CONTINUE
+        ]
+        if not pending:
             break
     return chosen, frozenset()
+
+
+def _rule(reference: Sequence[tuple[float, float]], cap: int) -> sequential.Plan:
+    """The sequential rule of every comparison, its margin `MARGIN_OF_GAIN` x the gain of the
+    reference's runs (their (score, start) pairs) or `MIN_MARGIN` when it learned nothing (then no
+    comparison is called "no difference"), up to `cap` seeds."""
+    margin = MARGIN_OF_GAIN * float(np.mean([score - start for score, start in reference]))
+    return sequential.Plan(
+        margin=max(margin, MIN_MARGIN), min_seeds=MIN_SEEDS, block=LOOK_BLOCK, max_seeds=cap
+    )
 
 
 def _stored_score(config: Config, root: str | Path | None) -> tuple[float, float] | None:
@@ -144,11 +189,11 @@ def _stored_score(config: Config, root: str | Path | None) -> tuple[float, float
 def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
     """The runs the design needs (what `grpo-lab plan` counts): the sequential rule's seeds so far
     (`sequential_seeds`, against the store `root`; None: an empty one) and, while it has not
-    decided, every remaining seed of the arms still undecided: an upper bound until it stops."""
+    decided, every remaining seed of the arms of its undecided comparisons: an upper bound until it
+    stops."""
     chosen, open_arms = sequential_seeds(points, settings, root)
-    if open_arms:
-        for label in (*open_arms, REFERENCE):
-            chosen[label] = settings.seeds
+    for label in open_arms:
+        chosen[label] = settings.seeds
     return [p.config.replace(seed=seed) for p in points for seed in chosen[p.label]]
 
 
@@ -179,12 +224,13 @@ def scores(result: SweepResult) -> pd.DataFrame:
 
 
 def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
-    """The verdict rows of the scored runs: each scheme against `REFERENCE`, paired on seeds, in the
-    order of `SCHEMES`; `margin` as for `analysis.verdicts.compare` (None: a share of the reference's
-    gain)."""
-    labels = set(scored["label"])
-    arms = [(s, "scheme", s, REFERENCE) for s in SCHEMES if s in labels and s != REFERENCE]
-    return verdicts.compare(scored, arms, margin=margin)
+    """The verdict rows of the scored runs (`arms`): each scheme against `REFERENCE` and against its
+    matched comparator, paired on seeds, in the order of `SCHEMES`. Every row's gain is the
+    reference's (`analysis.verdicts.gain`), as in the sequential rule, and `margin` defaults to
+    `MARGIN_OF_GAIN` times it."""
+    learned = verdicts.gain(scored[scored["label"] == REFERENCE])
+    rows = arms(set(scored["label"]))
+    return verdicts.compare(scored, rows, margin=margin, reference_gain=learned)
 
 
 def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:

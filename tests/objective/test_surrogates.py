@@ -126,13 +126,29 @@ def test_cispo_relative():
     assert close(grad, [[-1.2, 0.8], [1.1, -0.8]])  # -w A: clipped tokens keep a gradient
     expected = [[-w[i][j] * TOKEN_ADV[i][j] * math.log(RATIOS[i][j]) for j in range(2)] for i in range(2)]
     assert close(loss, expected)
-    assert stats["frac_zero_grad"] == 0 and stats["clip_ratio/region_mean"] == 0.5
+    # its bounds bind on 1.5 (above 1.2), 0.5 and 0.7 (below 0.8), whatever the sign of A: the weight
+    # of each changes, while PPO's clip would count 0.7 (A > 0) as unclipped
+    assert stats["frac_zero_grad"] == 0 and stats["clip_ratio/region_mean"] == 0.75
+    assert stats["clip_ratio/high_mean"] == 0.25 and stats["clip_ratio/low_mean"] == 0.5
 
 
 def test_cispo_absolute_cap():
     _, stats, grad = run("cispo", p=replace(P, cispo_mode="absolute", cispo_cap=1.3))
     assert close(grad, [[-1.3, 0.5], [1.1, -0.7]])  # -min(r, 1.3) A, no lower bound
     assert stats["clip_ratio/high_mean"] == 0.25 and stats["clip_ratio/low_mean"] == 0
+
+
+def test_cispo_clip_rate_counts_the_tokens_whose_gradient_its_cap_changes():
+    """The cap binds above 1 + eps_high for either sign of A; a token with A = 0 has no gradient to
+    change; eps_low 0.999 (the preset's) leaves no lower bound for these ratios."""
+    p = replace(P, eps_low=0.999, eps_high=0.01)
+    ratios, adv = [[1.5, 1.02, 1.005], [0.5, 1.3, 1.2]], [[1.0, -1.0, 1.0], [-1.0, 0.0, -1.0]]
+    _, stats, grad = run("cispo", ratios=ratios, adv=adv, p=p)
+    assert close(grad, [[-1.01, 1.01, -1.005], [0.5, 0.0, 1.01]])  # -min(r, 1.01) A
+    assert stats["clip_ratio/high_mean"] == 3 / 6  # 1.5, 1.02 (A < 0), 1.2 (A < 0); not 1.3 (A = 0)
+    assert stats["clip_ratio/low_mean"] == 0 and stats["frac_zero_grad"] == 0
+    _, masked, _ = run("cispo", ratios=ratios, adv=adv, p=p, mask=[[1, 1, 1], [1, 1, 0]])
+    assert masked["clip_ratio/high_mean"] == 2 / 5  # padding never counts
 
 
 def test_sapo_soft_gate():
