@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from grpo_lab.config import Config
-from grpo_lab.models.embedded import build_lock, start_sha256
+from grpo_lab.models.embedded import build_lock, embedded_dir, shipped_dir, start_sha256
 from grpo_lab.runlog import (
     MANIFEST,
     read_config,
@@ -102,12 +102,18 @@ def run_dir(config: Config, root: str | Path) -> Path:
 def run_key(config: Config) -> str:
     """The hash of the full config, a `file:PATH` task counted by the file's content and not its path
     (`tasks.task_identity`: a changed file is a new run, a moved one is not) and, on the embedded
-    model, of the sha256 of the weights the run starts from (`embedded.start_sha256`: runs from
-    different starts never share a key, so never meet in one comparison)."""
+    model, of the weights the run starts from: the sha256 of the shipped model's (`embedded.SHIPPED`:
+    runs from different starts never share a key, so never meet in one comparison), else the name of
+    the build (its task, architecture and warm-start settings; naming a run builds nothing), whose
+    weights `state` checks against the run's record."""
     key = config.key(task=task_identity(config.task))
     if config.model != "embedded":
         return key
-    start = start_sha256(config.task, config.task_digits or None)
+    digits = config.task_digits or None
+    shipped = shipped_dir(config.task, digits)
+    start = (
+        start_sha256(config.task, digits) if shipped is not None else embedded_dir(config.task, digits).name
+    )
     return hashlib.sha256(f"{key}/{start}".encode()).hexdigest()[:16]
 
 
