@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from grpo_lab import plan
+from grpo_lab.experiments import store
 from grpo_lab.experiments.store import ensure, run_dir
 from grpo_lab.figures import notebooks
 from grpo_lab.runlog import read_summary
@@ -126,7 +127,7 @@ def test_stored_runs_are_counted_and_stale_or_ignored_ones_are_not(
     assert moved.counts()["total"]["stored"] == 0 and moved.counts()["total"]["runs"] == 2
     monkeypatch.undo()
 
-    monkeypatch.setattr(plan, "BEHAVIOUR", "another")
+    monkeypatch.setattr(store, "BEHAVIOUR", "another")  # the store's state is what the plan reads
     stale = plan.plan("smoke", only=["01"], store=tmp_path, calibration=CALIBRATION)
     assert stale.counts()["total"] == {**stale.counts()["total"], "stored": 0, "to_train": 2, "stale": 1}
     assert "trained by behaviour" in stale.format()
