@@ -97,5 +97,6 @@ def load_policy(
     if activation_checkpointing:  # non-reentrant: a LoRA model's frozen inputs need nothing more
         net.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     net.train()
-    reference_sha256 = weights_sha256(reference) if reference is not None else (start if lora else None)
+    # the reference is a copy of the base (or, under LoRA, the base with the adapter off): its weights
+    reference_sha256 = start if reference is not None or lora else None
     return Policy(net, tokenizer, reference, lora, start, reference_sha256)

@@ -168,10 +168,15 @@ def sequential_seeds(
 
 
 def _rule(reference: Sequence[tuple[float, float]], cap: int) -> sequential.Plan:
-    """The sequential rule of every comparison, its margin `MARGIN_OF_GAIN` x the gain of the
-    reference's runs (their (score, start) pairs) or `MIN_MARGIN` when it learned nothing (then no
-    comparison is called "no difference"), up to `cap` seeds."""
-    margin = MARGIN_OF_GAIN * float(np.mean([score - start for score, start in reference]))
+    """The sequential rule of every comparison (`rule`), its margin `MARGIN_OF_GAIN` x the gain of
+    the reference's runs (their (score, start) pairs), up to `cap` seeds."""
+    return rule(MARGIN_OF_GAIN * float(np.mean([score - start for score, start in reference])), cap)
+
+
+def rule(margin: float, cap: int) -> sequential.Plan:
+    """The study's sequential plan: first look at `MIN_SEEDS` seeds, `LOOK_BLOCK` seeds between looks,
+    up to `cap`, against `margin` or `MIN_MARGIN` when that is smaller (a reference that learned
+    nothing leaves no margin: then no comparison is called "no difference")."""
     return sequential.Plan(
         margin=max(margin, MIN_MARGIN), min_seeds=MIN_SEEDS, block=LOOK_BLOCK, max_seeds=cap
     )

@@ -20,7 +20,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import sequential, verdicts
+from grpo_lab.analysis import verdicts
 from grpo_lab.analysis.plots import project_root
 from grpo_lab.analysis.power import MIN_SEEDS
 from grpo_lab.analysis.scores import examine as score_examination
@@ -152,9 +152,7 @@ def scheme_rule(settings: Profile, margin: float) -> verdicts.Rule | None:
     cap = len(settings.seeds)
     if cap < MIN_SEEDS:
         return None
-    least = max(margin, schemes.MIN_MARGIN)
-    plan = sequential.Plan(margin=least, min_seeds=MIN_SEEDS, block=schemes.LOOK_BLOCK, max_seeds=cap)
-    return verdicts.Rule(plan, schemes.looks(settings))
+    return verdicts.Rule(schemes.rule(margin, cap), schemes.looks(settings))
 
 
 def table(
