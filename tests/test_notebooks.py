@@ -18,6 +18,23 @@ def test_there_are_notebooks():
     assert NOTEBOOKS
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_stored_without_outputs_and_with_cell_ids(notebook):
+    """Outputs belong to the executed copies under figures/; a cell without an id is a hard error in
+    future nbformat releases (papermill warns today)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    assert all("id" in c for c in cells), f"{notebook.name}: a cell without an id"
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code), notebook.name
+
+
+def test_test_modules_have_unique_names():
+    """pytest's default import mode puts each test directory on sys.path and imports by basename:
+    two test files of one name in different folders fail collection."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
 STUDIES = [p for p in NOTEBOOKS if p.stem != "10_playground"]
 """the notebooks of a study module (the playground is a live session, not a study)"""
 TIMING = re.compile(r"\d\s*(s|seconds?|min|minutes?|h|hours?)\b|\b(an?|about) (hour|minute)")
