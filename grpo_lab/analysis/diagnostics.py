@@ -121,14 +121,22 @@ class Finding:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Every number a rule decides with; the defaults suit the lab's tiny runs (tens to hundreds of steps)."""
+    """Every number a rule decides with; the defaults suit the lab's tiny runs (tens to hundreds of steps).
+    The fields that say "calibrated" were set by `alarms.calibrate` (1.2 x the 99th percentile of the
+    rule's number over clean runs, rounded up to two significant digits) on the even seeds of the clean
+    runs of the study base and of each scheme in results/, and checked on the odd seeds;
+    docs/diagnostics.md gives every rule's false-alarm rate on those runs (scripts/diagnostics_rates.py)."""
 
     min_steps: int = 5
     """rules need at least this many logged training steps"""
     val_points_min: int = 4
     """validation stall needs at least this many validation measurements"""
     val_gain_min: float = 0.02
-    """validation stall: the best validation accuracy of the second half must beat the first by this"""
+    """validation stall: the best validation accuracy of the second half must beat the first by this..."""
+    val_z: float = 1.645
+    """...after adding this many standard errors of the change: one-sided 5%, the false-alarm rate
+    asked of every rule, on a run whose true gain is `val_gain_min` (less on a better one). The fault
+    study validates on 50 prompts (sd of a change about 0.1) and the headline studies on 200 (0.05)"""
     trend_min_steps: int = 20
     """KL drift needs at least this many logged steps (its half-run trend is meaningless before)"""
     window_frac: float = 0.1
@@ -140,11 +148,19 @@ class Thresholds:
     clip_persist_frac: float = 0.3
     """...and the rate is persistently high when at least this share of a window's steps are high..."""
     clip_window: int = 20
-    """...in some window of this many consecutive steps (the whole run when shorter)"""
+    """...in some window of this many consecutive steps (the whole run when shorter)..."""
+    clip_rise_min: float = 1.6
+    """...whose median rate is at least this multiple of the run's start (its first window's mean).
+    Calibrated: GSPO's sequence clip (eps 3e-4 to 4e-4) binds on 0.48-0.62 of the tokens from its first
+    steps by design; its clean runs' high windows run at 0.89-1.27 x their start (even seeds' 99th
+    percentile 1.26)"""
     ratio_mean_tol: float = 0.05
     """the median over steps of |ratio/mean - 1| may not exceed this"""
-    ratio_std_max: float = 0.05
-    """the median over steps of ratio/std may not exceed this (one on-policy update: exactly 0)"""
+    ratio_std_max: float = 0.16
+    """the median over steps of ratio/std may not exceed this (one on-policy update: exactly 0).
+    Calibrated: the study base reuses each batch for eight optimizer steps, so its clean runs spread by
+    design, grpo's at a median 0.062-0.079 and every scheme's at 0.017-0.127 (even seeds' 99th
+    percentile 0.126, odd seeds at most 0.109)"""
     kl_floor: float = 1e-3
     """KL levels below this are too small to call drifting or volatile"""
     kl_drift_growth: float = 0.15
@@ -153,8 +169,12 @@ class Thresholds:
     """...and the slope over the last half is positive with a t-statistic of at least this"""
     kl_warmup_frac: float = 0.2
     """KL volatility ignores this first share of the run (the KL starts at 0 and climbs)"""
-    kl_volatility_max: float = 1.0
-    """volatility: std of step-to-step KL changes over the mean KL, at most this (baselines: 0.68-0.84)"""
+    kl_volatility_max: float = 0.65
+    """volatility: std of step-to-step KL changes over the mean KL, at most this. Calibrated on the exact
+    KL, which the rule reads when logged: 0.08-0.56 over the clean runs (even seeds' 99th percentile
+    0.54, odd seeds at most 0.47). The estimate `kl` carries its own sampling noise (k1's above
+    all: scheme_b, rloo); on an estimate (a vocabulary too large for the exact KL) this threshold is not
+    calibrated"""
     entropy_collapse_frac: float = 0.2
     """collapse: the entropy (rolling median of 3) falls below this fraction of its start value..."""
     entropy_collapse_within: float = 0.5
@@ -163,8 +183,10 @@ class Thresholds:
     """runaway entropy: the end value exceeds this multiple of the start and is still rising"""
     grad_spike_k: float = 6.0
     """a gradient-norm spike exceeds the median + k x MAD (MAD scaled to a Gaussian std)..."""
-    grad_spike_ratio: float = 2.0
-    """...and also this multiple of the median"""
+    grad_spike_ratio: float = 4.6
+    """...and also this multiple of the median. Calibrated: gradient norms are heavy-tailed, and the
+    largest of a clean run of 10 steps or more is 1.4-5.6 x its median (even seeds' 99th percentile
+    3.77; two odd-seed scheme_a runs reach 4.7 and 5.6 and fire)"""
     grad_spike_min_steps: int = 10
     """spike detection needs this many steps for a stable median"""
     zero_std_max: float = 0.5
@@ -343,21 +365,30 @@ def _finding(rule: str, level: Level, message: str, steps: tuple[int, int], evid
 
 def rule_clip_rate(run: RunView) -> list[Finding]:
     """[Evaluation guide §4.4, §7] Clip rate persistently high: in some window of `clip_window` steps, at
-    least `clip_persist_frac` of the steps clip more than `clip_rate_high` of the tokens."""
+    least `clip_persist_frac` of the steps clip more than `clip_rate_high` of the tokens, and the
+    window's median rate is at least `clip_rise_min` times the run's start (the ratio distribution has
+    drifted: a surrogate that clips that much from its first steps by design, as GSPO's sequence clip
+    does, has not)."""
     th, s = run.th, _series(run.metrics, "clip_ratio/region_mean")
     if s is None or len(s) < th.min_steps:
         return []
     w = min(th.clip_window, len(s))
     share = (s > th.clip_rate_high).astype(float).rolling(w).mean().to_numpy()  # window ending at each step
     end = int(np.nanargmax(share))
-    if share[end] < th.clip_persist_frac:
-        return []
     window = s.iloc[end - w + 1 : end + 1]
+    start = float(s.iloc[: _edge(len(s), th)].mean())
+    if share[end] < th.clip_persist_frac or window.median() < th.clip_rise_min * start:
+        return []
     message = (
         f"clip rate above {th.clip_rate_high} on {share[end]:.0%} of {w} consecutive steps "
-        f"(median {window.median():.3f})"
+        f"(median {window.median():.3f}, {start:.3f} at the start)"
     )
-    evidence = {"share_high": share[end], "median_clip_rate": window.median(), "window_steps": w}
+    evidence = {
+        "share_high": share[end],
+        "median_clip_rate": window.median(),
+        "start_clip_rate": start,
+        "window_steps": w,
+    }
     return [_finding("clip_rate", "warning", message, _span(window), evidence)]
 
 
@@ -400,8 +431,12 @@ def rule_kl_drift(run: RunView) -> list[Finding]:
 
 def rule_kl_volatility(run: RunView) -> list[Finding]:
     """[Tricks review §4.1; Evaluation guide §4.2, §7] KL volatile: after the first `kl_warmup_frac` of the
-    run, the std of the step-to-step KL changes exceeds `kl_volatility_max` times the mean KL level."""
-    th, s = run.th, _series(run.metrics, "kl")
+    run, the std of the step-to-step KL changes exceeds `kl_volatility_max` times the mean KL level.
+    Reads the exact KL (`kl/exact`) where the trainer logs it, else the run's estimate (`kl`): the
+    estimators' own sampling noise (k1's above all) is not the policy's volatility."""
+    th = run.th
+    source = "kl/exact" if _series(run.metrics, "kl/exact") is not None else "kl"
+    s = _series(run.metrics, source)
     if s is None or len(s) < th.min_steps:
         return []
     tail = s.iloc[int(th.kl_warmup_frac * len(s)) :]
@@ -412,7 +447,7 @@ def rule_kl_volatility(run: RunView) -> list[Finding]:
     if volatility <= th.kl_volatility_max:
         return []
     message = f"KL volatile: step-to-step changes have std {volatility:.2f} x its mean level {level:.4f}"
-    evidence = {"relative_diff_std": volatility, "kl_mean": level}
+    evidence = {"relative_diff_std": volatility, "kl_mean": level, "source": source}
     return [_finding("kl_volatility", "warning", message, _span(tail), evidence)]
 
 
@@ -572,22 +607,33 @@ def rule_truncation(run: RunView) -> list[Finding]:
     return [_finding("truncation", "warning", message, _span(s.iloc[-w:]), {"clipped_ratio_end": end})]
 
 
+def accuracy_change_sd(accuracy: float, prompts: int | None) -> float:
+    """The sd of the difference of two accuracies near `accuracy`, each measured on `prompts` prompts:
+    binomial and independent, which overstates it for the same prompts measured twice (the validation
+    set is fixed), so a test against it errs towards silence; 0 when `prompts` is unknown."""
+    return math.sqrt(2 * accuracy * (1 - accuracy) / prompts) if prompts else 0.0
+
+
 def rule_validation_stall(run: RunView) -> list[Finding]:
     """[Evaluation guide §6.4, §10] Training does not carry over to validation: the best `val/accuracy` of the
-    second half of the run beats the first measurement by less than `val_gain_min` (the signature of
-    noisy or flipped rewards, a learning rate too low or too high, or groups without signal)."""
+    second half of the run beats the first measurement by less than `val_gain_min` even after adding
+    `val_z` standard errors of the difference of two accuracies over the config's `val_size` prompts
+    (binomial, at the first accuracy; 0 without a config): a gain hidden by the validation set's own
+    noise is not a stall. The signature of noisy or flipped rewards, a learning rate too low or too
+    high, or groups without signal."""
     th, s = run.th, _series(run.metrics, "val/accuracy")
     if s is None or len(s) < th.val_points_min:
         return []
     first, best_late = float(s.iloc[0]), float(s.iloc[len(s) // 2 :].max())
-    if best_late >= first + th.val_gain_min:
+    noise = accuracy_change_sd(first, run.config.get("val_size"))
+    if best_late + th.val_z * noise >= first + th.val_gain_min:
         return []
-    message = f"validation accuracy did not improve: {first:.3f} at the start, at best {best_late:.3f} later"
-    return [
-        _finding(
-            "validation_stall", "warning", message, _span(s), {"val_first": first, "val_best_late": best_late}
-        )
-    ]
+    message = (
+        f"validation accuracy did not improve: {first:.3f} at the start, at best {best_late:.3f} later "
+        f"(noise sd of the change {noise:.3f})"
+    )
+    evidence = {"val_first": first, "val_best_late": best_late, "change_sd": noise}
+    return [_finding("validation_stall", "warning", message, _span(s), evidence)]
 
 
 def rule_kl_reward_scale(run: RunView) -> list[Finding]:
@@ -740,13 +786,13 @@ def diagnose(
     return sorted(found, key=lambda f: (LEVELS.index(f.level), f.steps))
 
 
-def diagnose_run(run_dir: str | Path) -> list[Finding]:
+def diagnose_run(run_dir: str | Path, thresholds: Thresholds = Thresholds()) -> list[Finding]:
     """`diagnose` a run directory: its metrics (sealed or not), samples.jsonl and config.json."""
     run_dir = Path(run_dir)
     if not has_metrics(run_dir):
         raise ValueError(f"{run_dir} is not a run directory: it has no {METRICS} nor {METRICS_TABLE}")
     config = read_config(run_dir) if (run_dir / CONFIG).exists() else None
-    return diagnose(read_metrics(run_dir), read_jsonl(run_dir / SAMPLES), config)
+    return diagnose(read_metrics(run_dir), read_jsonl(run_dir / SAMPLES), config, thresholds)
 
 
 def _format_value(value: Any) -> str:

@@ -12,7 +12,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import plots, robustness, stats
+from grpo_lab.analysis import alarms, plots, robustness, stats
+from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Budget, Profile
@@ -114,3 +115,18 @@ def diagnostics(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.
     )
     table = pd.concat(counts, names=["scheme", "rule"])
     return plots.rule_heatmaps(counts, totals, title=title), table
+
+
+def detection(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.DataFrame]:
+    """The confusion table of the diagnostics (`analysis.alarms.confusion`): per condition, clean
+    first, the share of its runs (every scheme pooled) each rule fired on. The clean row is each
+    rule's false-alarm rate on this design, the others its detection rate of that fault; a failed run
+    has no logs to read and is left out of its row's n. Figure and table."""
+    finished = result.runs[result.runs["status"] != "failed"].reset_index(drop=True)
+    fired = alarms.fired_rules(finished)
+    conditions = finished["condition"].rename("condition")
+    order = [CLEAN_CONDITION, *(c for c in dict.fromkeys(conditions) if c != CLEAN_CONDITION)]
+    table = alarms.confusion(fired, conditions, order=[c for c in order if c in set(conditions)])
+    schemes = ", ".join(dict.fromkeys(finished["scheme"]))
+    title = f"rules that fired per condition ({schemes}; {len(settings.seeds)} seeds each)"
+    return alarms.figure(table, title=title), table

@@ -12,6 +12,7 @@ from grpo_lab.analysis.diagnostics import (
     CHECKS,
     Finding,
     Thresholds,
+    accuracy_change_sd,
     diagnose,
     diagnose_run,
     diversity,
@@ -160,8 +161,28 @@ def test_clip_rate_reports_the_window_and_thresholds_are_respected():
     assert diagnose(brief) == []
 
 
+def test_clip_rate_high_from_the_start_has_not_drifted():
+    by_design = healthy({"clip_ratio/region_mean": np.full(STEPS, 0.5) + noise(0.02, 6)})  # GSPO-like
+    assert diagnose(by_design) == []
+    (f,) = diagnose(by_design, thresholds=Thresholds(clip_rise_min=0.0))
+    assert f.rule == "clip_rate" and f.evidence["start_clip_rate"] == pytest.approx(0.5, abs=0.02)
+    (f,) = diagnose(healthy(TRIGGERS["clip_rate"]))
+    assert f.evidence["median_clip_rate"] >= Thresholds().clip_rise_min * f.evidence["start_clip_rate"]
+
+
 def test_importance_ratio_spread():
     assert rules(diagnose(healthy({"ratio/std": np.full(STEPS, 0.8)}))) == {"importance_ratio"}
+    assert diagnose(healthy({"ratio/std": np.full(STEPS, 0.09)})) == []  # the study base's own spread
+
+
+def test_kl_volatility_reads_the_exact_kl_when_logged():
+    smooth = 0.05 * (1 - np.exp(-T / 15))
+    noisy = smooth * np.exp(noise(0.8, 1))  # an estimator's own noise (k1)
+    assert diagnose(healthy({"kl": noisy, "kl/exact": smooth})) == []
+    (f,) = diagnose(healthy({"kl": smooth, "kl/exact": noisy}))
+    assert f.rule == "kl_volatility" and f.evidence["source"] == "kl/exact"
+    (f,) = diagnose(healthy({"kl": noisy}))  # no exact KL: the estimate
+    assert f.evidence["source"] == "kl"
 
 
 def test_sampler_mismatch_low_ess():
@@ -296,3 +317,20 @@ def test_validation_stall_fires_when_validation_does_not_improve():
     few = healthy()
     few.loc[few["val/accuracy"].notna(), "val/accuracy"] = [0.3, np.nan, np.nan, np.nan, 0.3]
     assert "validation_stall" not in rules(diagnose(few))  # two measurements are not enough
+
+
+def test_validation_stall_allows_for_the_noise_of_the_validation_set():
+    stalled = healthy()
+    stalled.loc[stalled["val/accuracy"].notna(), "val/accuracy"] = [0.36, 0.38, 0.33, 0.35, 0.34]
+    assert diagnose(stalled, config={"val_size": 50}) == []  # a change sd of 0.096 hides the 0.02 asked
+    (f,) = diagnose(stalled, config={"val_size": 10_000})
+    assert f.evidence["change_sd"] == pytest.approx(math.sqrt(2 * 0.36 * 0.64 / 10_000), abs=1e-6)
+    fell = healthy()
+    fell.loc[fell["val/accuracy"].notna(), "val/accuracy"] = [0.5, 0.3, 0.2, 0.1, 0.1]
+    assert rules(diagnose(fell, config={"val_size": 50})) == {"validation_stall"}
+    assert diagnose(stalled, config={"val_size": 50}, thresholds=Thresholds(val_z=0.0)) != []
+
+
+def test_accuracy_change_sd():
+    assert accuracy_change_sd(0.5, 200) == pytest.approx(0.05)
+    assert accuracy_change_sd(0.0, 200) == 0.0 and accuracy_change_sd(0.4, None) == 0.0

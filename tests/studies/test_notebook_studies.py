@@ -4,6 +4,9 @@ settings their runs use (seeds, steps, validation prompts), which the index of f
 import pandas as pd
 
 from grpo_lab import studies
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult
+from grpo_lab.runlog import RunWriter
 from grpo_lab.studies import baseline, faults, horizon
 
 
@@ -49,6 +52,28 @@ def test_fault_changes_are_paired_wide_tables_with_their_mde():
     assert list(tables["verdict"].columns) == ["grpo", "scheme_b"]  # in the order of faults.SCHEMES
     assert (tables["verdict"].loc["repeat_k=6"] == "worse").all()
     assert (tables["mde"].loc["repeat_k=6"] > 0).all()
+
+
+def test_fault_detection_pools_the_schemes_clean_first_and_leaves_failed_runs_out(tmp_path):
+    rows = []
+    for seed in (0, 1):
+        for scheme in ("grpo", "scheme_b"):
+            for condition, zero_std in (("clean", 0.1), ("repeat_k=6", 0.9)):
+                path = tmp_path / f"{scheme}-{condition}-{seed}"
+                writer = RunWriter(path, Config(seed=seed).to_dict(), {})
+                for step in range(12):  # a quiet run but for the share of groups without reward variance
+                    writer.log({"step": step, "frac_reward_zero_std": zero_std, "grad_norm": 1.0})
+                writer.finish({})
+                rows.append({"scheme": scheme, "condition": condition, "seed": seed, "status": "trained",
+                             "path": str(path)})  # fmt: skip
+    rows.append({"scheme": "grpo", "condition": "clean", "seed": 2, "status": "failed", "path": ""})
+    settings = faults.settings("smoke", seeds=[0, 1])
+    result = SweepResult(pd.DataFrame(), pd.DataFrame(rows))
+    fig, table = faults.detection(result, settings)
+    assert list(table.index) == ["clean", "repeat_k=6"] and list(table["n"]) == [4, 4]
+    assert table.loc["clean", "zero_variance_groups"] == 0.0
+    assert table.loc["repeat_k=6", "zero_variance_groups"] == 1.0
+    assert "grpo, scheme_b" in fig.axes[0].get_title()
 
 
 def test_horizon_profile_keeps_its_own_seeds_and_trims_the_rates_in_smoke():

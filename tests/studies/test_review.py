@@ -1,0 +1,415 @@
+"""The Tricks review's table beside the lab's measurements (`studies.review`): the transcription of
+the review's ten rows, each reading rule on constructed values (each can agree and each can fail),
+the comparison read from constructed verdict rows (which row is read, a reversed row, an inert trick,
+missing rows), and the whole chain on a verdict table built by `studies.verdicts.table` from
+hand-made scores."""
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_lab.analysis import verdicts as analysis_verdicts
+from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, TOO_FEW_SEEDS, UNDECIDED, WORSE
+from grpo_lab.experiments.designs import factorial_matrix
+from grpo_lab.presets import TRICKS
+from grpo_lab.studies import ablations, review, schemes, screen, verdicts
+
+SOURCE_TABLE = (
+    "组内奖励标准化低中中极低必开固定KL惩罚低中中极低基线自适应KL阈值中高中低推荐两层KL惩罚高高低中慎用"
+    "长度归一化低高高低强烈推荐可微分温度中中中中推荐熵自适应系数低高低低推荐全局奖励标准化低低无低不推荐"
+    "价值裁剪Value Clipping中无无中完全不必要动态组大小高中中高不推荐"
+)
+"""the body of the review's §3.1 table as the source document prints it (one run of text, no cell
+separators), copied verbatim"""
+
+
+# --- the transcription ---
+
+
+def test_the_ten_rows_are_the_reviews_table_verbatim_in_its_order():
+    assert len(review.REVIEW) == 10
+    assert "".join(t.term + "".join(t.ratings) for t in review.REVIEW) == SOURCE_TABLE
+    assert len({t.english for t in review.REVIEW}) == 10
+    assert list(review.Ratings._fields) == list(review.ASPECTS)
+    for t in review.REVIEW:
+        assert {t.ratings.difficulty, t.ratings.stability, t.ratings.performance, t.ratings.cost} <= set(
+            review.LEVELS
+        )
+        assert t.ratings.recommendation in review.RECOMMENDATIONS
+        assert t.ratings.performance in review.PERFORMANCE_AGREES
+        assert t.ratings.stability in review.STABILITY_AGREES
+        assert t.ratings.cost in review.COST_BANDS
+    assert set(review.RECOMMENDATION_STANCES) == set(review.RECOMMENDATIONS)
+
+
+def test_every_source_is_a_row_the_verdict_table_can_have():
+    names = {
+        review.SCREEN: set(screen.FACTORS),
+        review.LEAVE_ONE_OUT: set(TRICKS),
+        review.PAIRED: set(ablations.CONFLICTS),
+        review.SCHEME: set(schemes.SCHEMES),
+    }
+    for t in review.REVIEW:
+        for source in t.sources:
+            assert source.row in names[source.protocols], (t.english, source)
+            assert set(source.protocols) <= set(analysis_verdicts.PROTOCOLS)
+    by_name = {t.english: t for t in review.REVIEW}
+    assert by_name["fixed KL penalty"].sources == (review.Source("grpo_no_kl", review.SCHEME, reverse=True),)
+    assert [s.reverse for t in review.REVIEW for s in t.sources].count(True) == 1
+    assert by_name["value clipping"].sources == () and "no critic" in by_name["value clipping"].lab
+    # the leave-one-out before the screen; the conflict (the trick alone over grpo) before both
+    assert [s.protocols for s in by_name["length normalization"].sources] == [
+        review.LEAVE_ONE_OUT,
+        review.SCREEN,
+    ]
+    assert by_name["global (batch) reward normalization"].sources[0].protocols == review.PAIRED
+    assert ablations.CONFLICTS["batch norm on group norm"].changes == TRICKS["batch_reward_norm"]
+
+
+# --- the reading rules, each able to agree and to fail ---
+
+
+@pytest.mark.parametrize(
+    ("rating", "verdict", "expected"),
+    [
+        ("高", BETTER, review.AGREE),
+        ("中", BETTER, review.AGREE),
+        ("高", NO_DIFFERENCE, review.DISAGREE),
+        ("中", SMALLER, review.DISAGREE),
+        ("中", WORSE, review.DISAGREE),
+        ("低", SMALLER, review.AGREE),
+        ("低", NO_DIFFERENCE, review.AGREE),
+        ("低", BETTER, review.DISAGREE),
+        ("低", WORSE, review.DISAGREE),
+        ("无", NO_DIFFERENCE, review.AGREE),
+        ("无", WORSE, review.AGREE),
+        ("无", BETTER, review.DISAGREE),
+        ("高", UNDECIDED, review.NOT_DECIDED),
+        ("无", TOO_FEW_SEEDS, review.NOT_DECIDED),
+    ],
+)
+def test_performance_reading(rating, verdict, expected):
+    assert review.performance_reading(rating, verdict) == expected
+
+
+@pytest.mark.parametrize(
+    ("multiples", "expected"),
+    [
+        ({"kl_volatility": 0.7, "grad_spikes": 1.1}, review.STABLER),
+        ({"kl_volatility": 1 / review.STABILITY_X}, review.STABLER),
+        ({"reward_variance": 1.3, "clip_rate": 0.9}, review.LESS_STABLE),
+        ({"entropy_decay": review.STABILITY_X}, review.LESS_STABLE),
+        ({"kl_volatility": 1.2, "clip_rate": 0.85}, review.UNCHANGED),
+        ({"kl_volatility": 0.5, "grad_spikes": 2.0}, review.MIXED),
+        ({"kl_volatility": math.nan, "entropy_decay": -3.0}, review.MIXED),  # nothing usable
+        ({"kl_volatility": math.nan, "entropy_decay": 1.5}, review.LESS_STABLE),
+    ],
+)
+def test_stability_direction(multiples, expected):
+    assert review.stability_direction(multiples) == expected
+
+
+@pytest.mark.parametrize(
+    ("rating", "direction", "expected"),
+    [
+        ("高", review.STABLER, review.AGREE),
+        ("高", review.UNCHANGED, review.DISAGREE),
+        ("高", review.LESS_STABLE, review.DISAGREE),
+        ("中", review.UNCHANGED, review.AGREE),
+        ("中", review.STABLER, review.DISAGREE),
+        ("低", review.LESS_STABLE, review.AGREE),
+        ("低", review.STABLER, review.DISAGREE),
+        ("无", review.UNCHANGED, review.AGREE),
+        ("无", review.LESS_STABLE, review.DISAGREE),
+        ("高", review.MIXED, review.NOT_DECIDED),
+    ],
+)
+def test_stability_reading(rating, direction, expected):
+    assert review.stability_reading(rating, direction) == expected
+
+
+@pytest.mark.parametrize(
+    ("rating", "cost", "expected"),
+    [
+        ("极低", 0.9, review.AGREE),
+        ("极低", 1 + analysis_verdicts.COST_MARGIN, review.AGREE),
+        ("极低", 1.2, review.DISAGREE),
+        ("低", 1.03, review.AGREE),
+        ("低", 1.6, review.DISAGREE),
+        ("中", 1.2, review.AGREE),
+        ("中", review.COST_HIGH, review.AGREE),
+        ("中", 1.0, review.DISAGREE),
+        ("中", 2.0, review.DISAGREE),
+        ("高", 1.8, review.AGREE),
+        ("高", 1.2, review.DISAGREE),
+        ("低", math.nan, review.NOT_DECIDED),
+    ],
+)
+def test_cost_reading(rating, cost, expected):
+    assert review.cost_reading(rating, cost) == expected
+
+
+@pytest.mark.parametrize("verdict", [BETTER, WORSE, SMALLER, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS])
+@pytest.mark.parametrize("cost", [1.0, 1.4])
+def test_the_lab_stance_is_the_stance_of_the_tables_recommendation(verdict, cost):
+    said = analysis_verdicts.recommendation(verdict, cost, inert=False)
+    adopt = said in ("worth it", "better, at a cost")
+    undecided = said == "undecided: more seeds"
+    expected = review.ADOPT if adopt else None if undecided else review.DROP
+    assert review.lab_stance(verdict, inert=False) == expected
+    assert review.lab_stance(verdict, inert=True) is None  # 'inert here: cannot be judged'
+
+
+@pytest.mark.parametrize(
+    ("rating", "stance", "expected"),
+    [
+        ("必开", review.ADOPT, review.AGREE),
+        ("强烈推荐", review.ADOPT, review.AGREE),
+        ("推荐", review.DROP, review.DISAGREE),
+        ("不推荐", review.DROP, review.AGREE),
+        ("完全不必要", review.ADOPT, review.DISAGREE),
+        ("推荐", None, review.NOT_DECIDED),
+        ("基线", review.ADOPT, review.NOT_TESTABLE),
+        ("慎用", review.DROP, review.NOT_TESTABLE),
+    ],
+)
+def test_recommendation_reading(rating, stance, expected):
+    assert review.recommendation_reading(rating, stance) == expected
+
+
+# --- the comparison on constructed verdict rows ---
+
+
+def verdict_row(
+    name: str,
+    protocol: str,
+    effect: float,
+    low: float,
+    high: float,
+    verdict: str,
+    cost: float = 1.0,
+    activity: float = math.nan,
+    kind: str = "trick",
+    **multiples: float,
+) -> dict:
+    """A row of the verdict table with the columns `analysis.verdicts.compare` gives; every stability
+    multiple 1 unless given."""
+    return {
+        "row": name,
+        "kind": kind,
+        "protocol": protocol,
+        "seeds": 3,
+        "effect": effect,
+        "ci_low": low,
+        "ci_high": high,
+        "confidence": 0.95,
+        "mde": 0.01,
+        "margin": 0.01,
+        "verdict": verdict,
+        "greedy effect": effect,
+        "greedy ci_low": low,
+        "greedy ci_high": high,
+        "direction differs": False,
+        "pass@4 effect": math.nan,
+        "gain": 0.1,
+        "mde / gain": 0.1,
+        **{f"{k} x": multiples.get(k, 1.0) for k in analysis_verdicts.STABILITY_COLUMNS},
+        "entropy collapse": False,
+        "cost x": cost,
+        "activity": activity,
+        "activity measure": "",
+        "recommendation": analysis_verdicts.recommendation(verdict, cost, activity == 0),
+    }
+
+
+def constructed() -> pd.DataFrame:
+    """Rows for four review tricks: grpo_no_kl (worse than grpo, cheaper, a KL twice as volatile),
+    length_norm in the screen (better) and in the leave-one-out (no difference), batch reward
+    normalization in the screen (better) and as the conflict (worse, less stable), and an inert
+    learnable temperature."""
+    return pd.DataFrame(
+        [
+            verdict_row("grpo_no_kl", "sequential", -0.04, -0.06, -0.02, WORSE, 0.8, kind="scheme",
+                        kl_volatility=2.0),
+            verdict_row("length_norm", "factorial screen", 0.05, 0.03, 0.07, BETTER, 1.02),
+            verdict_row("length_norm", "leave-one-out", 0.001, -0.004, 0.006, NO_DIFFERENCE, 1.02,
+                        kl_volatility=0.6),
+            verdict_row("batch_reward_norm", "factorial screen", 0.03, 0.01, 0.05, BETTER, 1.01),
+            verdict_row("batch norm on group norm", "paired", -0.05, -0.07, -0.03, WORSE, 1.01,
+                        kind="conflict", reward_variance=1.6),
+            verdict_row("learnable_temperature", "leave-one-out", 0.04, 0.02, 0.06, BETTER, 1.3,
+                        activity=0.0),
+        ]
+    )  # fmt: skip
+
+
+def test_the_kl_term_is_read_from_grpo_no_kl_reversed():
+    reviewed = review.review_table(constructed()).set_index("trick")
+    kl = reviewed.loc["fixed KL penalty"]
+    assert kl["measured by"] == "grpo_no_kl (sequential, 3 seeds, reversed)"
+    assert (kl["effect"], kl["ci_low"], kl["ci_high"]) == pytest.approx((0.04, 0.02, 0.06))
+    assert kl["verdict"] == BETTER and kl["cost x"] == pytest.approx(1.25)
+    assert (kl["stability figure"], kl["stability x"]) == ("kl_volatility", pytest.approx(0.5))
+    assert (
+        kl["recommendation"] == analysis_verdicts.recommendation(BETTER, 1.25, False) == "better, at a cost"
+    )
+    assert kl["performance measured"] == "+0.040 [+0.020, +0.060] better"
+    readings = {a: kl[f"{a} reading"] for a in review.ASPECTS}
+    assert readings == {
+        "difficulty": review.NOT_TESTABLE,
+        "stability": review.DISAGREE,  # 中 against a stabler run
+        "performance": review.AGREE,  # 中 against better
+        "cost": review.DISAGREE,  # 极低 against x1.25
+        "recommendation": review.NOT_TESTABLE,  # 基线 takes no side
+    }
+
+
+def test_the_leave_one_out_is_read_before_the_screen_and_the_conflict_before_both():
+    reviewed = review.review_table(constructed()).set_index("trick")
+    length = reviewed.loc["length normalization"]
+    assert length["measured by"] == "length_norm (leave-one-out, 3 seeds)"
+    assert length["performance reading"] == review.DISAGREE  # 高 against no difference
+    assert length["stability reading"] == review.AGREE  # 高 against a stabler run
+    assert length["cost reading"] == review.AGREE and length["recommendation reading"] == review.DISAGREE
+    batch = reviewed.loc["global (batch) reward normalization"]
+    assert batch["measured by"] == "batch norm on group norm (paired, 3 seeds)"
+    assert batch["performance reading"] == review.AGREE  # 无 against worse
+    assert batch["stability measured"].startswith(review.LESS_STABLE)
+    assert batch["stability reading"] == review.AGREE and batch["recommendation reading"] == review.AGREE
+
+
+def test_an_inert_trick_missing_rows_and_value_clipping_decide_nothing():
+    reviewed = review.review_table(constructed()).set_index("trick")
+    inert = reviewed.loc["differentiable temperature"]
+    assert inert["recommendation"] == "inert here: cannot be judged"
+    assert {inert[f"{a} reading"] for a in review.MEASURED} == {review.NOT_DECIDED}
+    missing = reviewed.loc["two-layer KL penalty"]  # 慎用: no side to test even with runs
+    assert missing["measured by"] == "no row in these runs"
+    assert [missing[f"{a} reading"] for a in review.ASPECTS] == [
+        review.NOT_TESTABLE, review.NOT_DECIDED, review.NOT_DECIDED, review.NOT_DECIDED, review.NOT_TESTABLE,
+    ]  # fmt: skip
+    assert reviewed.loc["dynamic group size", "recommendation reading"] == review.NOT_DECIDED
+    clipping = reviewed.loc["value clipping"]
+    assert {clipping[f"{a} reading"] for a in review.ASPECTS} == {review.NOT_TESTABLE}
+    assert set(reviewed["difficulty reading"]) == {review.NOT_TESTABLE}
+    assert list(reviewed.index) == [t.english for t in review.REVIEW]
+
+
+def test_each_disagreement_is_one_sentence_with_its_numbers():
+    reviewed = review.review_table(constructed())
+    readings = reviewed[[f"{a} reading" for a in review.ASPECTS]]
+    sentences = review.disagreements(reviewed)
+    assert len(sentences) == (readings == review.DISAGREE).to_numpy().sum() == 4
+    assert all(s.endswith(".") and s.count(". ") == 0 for s in sentences)
+    assert (
+        "fixed KL penalty (固定KL惩罚): the review rates its engineering cost 极低 (very low); the lab's row "
+        "grpo_no_kl (sequential, 3 seeds, reversed) measures a step time x1.25 that of the runs without it."
+    ) in sentences
+    assert any("performance gain 高 (high)" in s and "+0.001 [-0.004, +0.006]" in s for s in sentences)
+    assert any("training stability 中 (medium)" in s and "kl_volatility x0.50" in s for s in sentences)
+    assert any("it 强烈推荐 (strongly recommended)" in s and "'no gain, no cost'" in s for s in sentences)
+
+
+def test_markdown_has_a_row_per_trick_and_a_cell_per_aspect():
+    text = review.markdown(review.review_table(constructed()))
+    lines = text.splitlines()
+    assert len(lines) == 2 + 10
+    assert lines[0].startswith("| trick | measured by | 源码实现难度 difficulty")
+    assert all(line.count(" | ") == 6 for line in lines[2:])
+    assert "中 (medium) → +0.040 [+0.020, +0.060] better: **agree**" in text
+
+
+def test_the_figure_colours_each_cell_by_its_reading_and_names_the_runs():
+    reviewed = review.review_table(constructed())
+    fig = review.figure(reviewed, verdicts.settings("smoke"))
+    try:
+        ax = fig.axes[0]
+        codes = np.asarray(ax.images[0].get_array())
+        assert codes.shape == (10, 5)
+        assert codes[0, 0] == review.READINGS.index(review.NOT_TESTABLE)
+        assert codes[1, 2] == review.READINGS.index(review.AGREE)  # the KL's performance
+        assert len(ax.texts) == 50 and "x1.25" in ax.texts[1 * 5 + 3].get_text()
+        assert "smoke profile" in fig.get_suptitle()
+    finally:
+        plt.close(fig)
+
+
+# --- the whole chain on a verdict table of `studies.verdicts.table` ---
+
+FIGURES = dict.fromkeys(analysis_verdicts.STABILITY_COLUMNS, 1.0)
+
+
+def runs(label: str, score, step_s: float = 1.0) -> pd.DataFrame:
+    """One row per seed of hand-made run scores, each starting at 0.3."""
+    score = np.asarray(score, dtype=float)
+    return pd.DataFrame(
+        {"label": label, "seed": range(len(score)), "score": score, "start": 0.3, "greedy": score - 0.1,
+         "step_s": step_s, **FIGURES}
+    )  # fmt: skip
+
+
+def scored() -> dict[str, pd.DataFrame]:
+    """grpo over 9 seeds and grpo_no_kl 0.05 below it; the screen's 32 runs, length normalization adding
+    0.03; the batch-norm conflict as grpo; the leave-one-out of length normalization, no different;
+    the cost study's multiples of length normalization and dynamic group size."""
+    rng = np.random.default_rng(0)
+    grpo = 0.35 + 0.01 * np.arange(9)
+    x = factorial_matrix(screen.FACTORS) > 0
+    screened = x.reset_index(drop=True).assign(
+        label=[f"r{i:02d}" for i in range(32)], block=0, seed=range(32),
+        score=0.35 + 0.03 * x["length_norm"].to_numpy() + 0.002 * rng.standard_normal(32), start=0.3,
+        step_s=1.0, **FIGURES,
+    )  # fmt: skip
+    screened["greedy"] = screened["score"] - 0.1
+    conflict, no_kl = "batch norm on group norm", grpo - 0.05 + 0.002 * rng.standard_normal(9)
+    return {
+        "schemes": pd.concat([runs("grpo", grpo), runs("grpo_no_kl", no_kl)]),
+        "screen": screened,
+        "conflicts": pd.concat([runs("grpo", grpo[:3]), runs(conflict, grpo[:3] + [0.001, -0.001, 0])]),
+        "tricks": pd.concat([runs("all", grpo[:3]), runs("-length_norm", grpo[:3] + [0.001, -0.001, 0])]),
+        "cost": pd.DataFrame(
+            {"label": ["grpo", "length_norm", "dynamic_group_size"], "multiple": [1.0, 1.02, 1.8]}
+        ),
+    }  # fmt: skip
+
+
+def test_the_review_reads_a_verdict_table_of_the_studies_columns():
+    table = verdicts.table(scored(), settings=verdicts.settings("full"))
+    assert set(analysis_verdicts.TABLE_COLUMNS) - {
+        "CI",
+        "MDE",
+        "MDE / gain",
+        "stability",
+        "cost",
+        "notes",
+    } <= set(table.columns)  # the markdown's display columns aside, the rows carry the table's columns
+    reviewed = review.review_table(table).set_index("trick")
+    by_row = table.set_index(["row", "protocol"])
+    kl = reviewed.loc["fixed KL penalty"]
+    no_kl = by_row.loc[("grpo_no_kl", "sequential")]
+    assert kl["effect"] == pytest.approx(-no_kl["effect"]) and no_kl["verdict"] == WORSE
+    assert kl["verdict"] == BETTER and kl["performance reading"] == review.AGREE
+    length = reviewed.loc["length normalization"]
+    assert by_row.loc[("length_norm", "factorial screen"), "verdict"] == BETTER
+    assert length["measured by"].startswith("length_norm (leave-one-out")
+    assert length["verdict"] == NO_DIFFERENCE and length["performance reading"] == review.DISAGREE
+    assert length["cost x"] == pytest.approx(1.02) and length["cost reading"] == review.AGREE
+    batch = reviewed.loc["global (batch) reward normalization"]
+    assert batch["measured by"].startswith("batch norm on group norm (paired")
+    assert batch["verdict"] == NO_DIFFERENCE and batch["performance reading"] == review.AGREE
+    screened = reviewed.loc["adaptive KL (threshold)"]
+    assert screened["measured by"].startswith("adaptive_kl (factorial screen, ")
+    assert screened["verdict"] == NO_DIFFERENCE and screened["performance reading"] == review.DISAGREE
+    dynamic = reviewed.loc["dynamic group size"]
+    assert dynamic["cost x"] == pytest.approx(1.8) and dynamic["cost reading"] == review.AGREE
+    group = reviewed.loc["group reward normalization"]
+    assert group["measured by"].startswith("group_reward_norm (factorial screen")
+    assert group["cost x"] == pytest.approx(1.0) and group["cost reading"] == review.AGREE
+    assert all(r in review.READINGS for a in review.ASPECTS for r in reviewed[f"{a} reading"])
+    assert (
+        len(review.disagreements(reviewed.reset_index()))
+        == (reviewed[[f"{a} reading" for a in review.ASPECTS]] == review.DISAGREE).to_numpy().sum()
+    )
