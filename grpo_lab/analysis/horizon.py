@@ -78,6 +78,54 @@ def peak_and_drop(
     return pd.DataFrame(rows)
 
 
+def fall_step(
+    df: pd.DataFrame,
+    metric: str = "entropy",
+    by: str | Sequence[str] | None = None,
+    fall: float = 0.4,
+    window: int = 20,
+) -> pd.DataFrame:
+    """Per run: `start`, the mean of `metric` over its first `window` logged values; `fall_step`, the
+    first step where the trailing mean over `window` values is at or below (1 - `fall`) x start (NaN
+    if it never is); and `ratio`, the last trailing mean over the start. The trailing mean keeps a
+    single noisy step from counting as the fall."""
+    if not 0 < fall < 1:
+        raise ValueError(f"fall must be in (0, 1), got {fall}")
+    rows = []
+    for ids, run in _runs(df, metric, by):
+        trailing = run[metric].astype(float).rolling(window, min_periods=1).mean().to_numpy()  # (steps,)
+        start = float(run[metric].astype(float).iloc[:window].mean())
+        below = np.flatnonzero(trailing <= (1 - fall) * start)
+        step = float(run["step"].iloc[below[0]]) if below.size else np.nan
+        rows.append(
+            {**ids, "start": start, "fall_step": step, "ratio": trailing[-1] / start if start else np.nan}
+        )
+    return pd.DataFrame(rows)
+
+
+def knee(curve: pd.DataFrame, value: str = "mean", reach: float = 0.9) -> dict[str, float]:
+    """The knee of a rising curve (`step` and `value` columns, e.g. the across-seed mean of a
+    validation metric from `stats.curve`): the first step where it has made `reach` of its rise from
+    its first value to its maximum. After it the curve has at most 1 - `reach` of its rise left: the
+    run has passed its fast phase. Also `peak_step`, `first`, `peak` and `last`; the knee is NaN for
+    a curve that never rises."""
+    c = curve.sort_values("step")
+    values = c[value].to_numpy(dtype=float)  # (evaluations,)
+    first, peak = float(values[0]), float(np.nanmax(values))
+    at_peak = float(c["step"].iloc[int(np.nanargmax(values))])
+    if not peak > first:
+        return {
+            "knee_step": np.nan,
+            "peak_step": at_peak,
+            "first": first,
+            "peak": peak,
+            "last": float(values[-1]),
+        }
+    reached = np.flatnonzero(values >= first + reach * (peak - first))
+    step = float(c["step"].iloc[reached[0]])
+    return {"knee_step": step, "peak_step": at_peak, "first": first, "peak": peak, "last": float(values[-1])}
+
+
 def summarize(
     per_run: pd.DataFrame, columns: Sequence[str], by: str | Sequence[str], confidence: float = 0.95
 ) -> pd.DataFrame:

@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import horizon, plots, robustness, stats
+from grpo_lab.analysis.scores import GREEDY, HEADLINE
+from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point, grid_points
 from grpo_lab.profiles import Budget, Profile
@@ -34,6 +36,24 @@ PHASE_SMOOTH = 20
 """the entropy-reward path: trailing mean over this many steps"""
 
 
+PILOT = Budget(seeds=(0, 1, 2), steps=500, eval_every=20)
+"""the pilot that fixes the long horizon (Evaluation guide §6.5: cover the phase where entropy clearly
+falls): the study base at its own learning rate over 3 seeds and 500 steps, validated every 20 steps
+from step 0 so that the curve shows when a run turns"""
+ENTROPY_FALL = 0.4
+"""the entropy must have fallen by this share of its start (trailing mean over `FALL_WINDOW` steps)"""
+FALL_WINDOW = 20
+"""logged steps of the trailing mean that decides the entropy's fall"""
+KNEE_REACH = 0.9
+"""the knee of the headline's across-seed curve: the first evaluation at this share of its rise from
+step 0 to its maximum (`analysis.horizon.knee`)"""
+PASSED = 0.8
+"""the pilot has passed the knee only if the knee lies within this share of its steps (the rest of the
+run then shows the curve after it)"""
+HORIZON_ROUND = 100
+"""the horizon is the later of the median fall step and the knee, rounded up to a multiple of this"""
+
+
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
     """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
     `seeds` and `steps` as the notebook sets them."""
@@ -45,6 +65,17 @@ def design(settings: Profile) -> list[Point]:
     column `learning_rate` names it."""
     rates = for_profile(list(LEARNING_RATES), settings, SMOKE_KEEP)
     return grid_points(base(settings), {PARAM: rates})
+
+
+def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
+    """Every run the notebook trains: the design over the settings' seeds, then the pilot's
+    (`pilot_design` over `pilot_settings` of the same profile). `root` is unused: nothing here
+    depends on what the store holds."""
+    pilot = pilot_settings(settings.name)
+    ran = [(p, s) for p in points for s in settings.seeds] + [
+        (p, s) for p in pilot_design(pilot) for s in pilot.seeds
+    ]
+    return [point.config.replace(seed=seed) for point, seed in ran]
 
 
 def run(
@@ -117,3 +148,54 @@ def early_versus_final(metrics: pd.DataFrame, early_frac: float) -> tuple[plt.Fi
         title="early reward against final validation accuracy (Spearman)",
     )
     return fig, pd.DataFrame(correlations.values(), index=list(correlations))
+
+
+def pilot_settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The pilot's profile: `PILOT` under the full profile, the smoke profile's few otherwise."""
+    return PILOT.settings(profile, seeds, steps)
+
+
+def pilot_design(settings: Profile) -> list[Point]:
+    """The study base at its own learning rate (the column `learning_rate` names it)."""
+    study_base = base(settings)
+    return grid_points(study_base, {PARAM: [study_base.learning_rate]})
+
+
+def pilot(metrics: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
+    """What fixes the horizon, from the pilot's runs: per seed, the entropy's start, the step where its
+    trailing mean has fallen by `ENTROPY_FALL` and its end ratio; then the knee, peak step, first,
+    peak and last value of the across-seed mean of the headline metric and of greedy accuracy
+    (`analysis.horizon.knee`). The horizon is the later of the median fall step and the headline's
+    knee, rounded up to `HORIZON_ROUND`; None when the entropy never fell that far or the knee lies
+    beyond `PASSED` of the pilot's steps (the pilot is then too short to fix one)."""
+    fall = horizon.fall_step(metrics, "entropy", fall=ENTROPY_FALL, window=FALL_WINDOW)
+    fall.insert(0, "reading", "entropy")
+    knees = []
+    for metric in (HEADLINE.metric, GREEDY.metric):
+        mean = stats.curve(metrics, metric)
+        knees.append(
+            {"reading": metric, "runs": int(mean["n"].max()), **horizon.knee(mean, reach=KNEE_REACH)}
+        )
+    table = pd.concat([fall, pd.DataFrame(knees)], ignore_index=True)
+    fall_at, knee_at = fall["fall_step"].median(), knees[0]["knee_step"]
+    if pd.isna(fall_at) or pd.isna(knee_at) or knee_at > PASSED * metrics["step"].max():
+        return table, None
+    return table, int(-(-max(fall_at, knee_at) // HORIZON_ROUND) * HORIZON_ROUND)
+
+
+def figure_pilot(metrics: pd.DataFrame, settings: Profile, table: pd.DataFrame) -> plt.Figure:
+    """The pilot's entropy, headline and greedy accuracy (mean and 95% interval over seeds), with the
+    median step of the entropy's fall and the headline's knee marked on every panel."""
+    title = (
+        f"pilot: study base on {base(settings).task}, {settings.steps} steps, validated every "
+        f"{settings.eval_every}; dashed: entropy down {ENTROPY_FALL:.0%} (median over seeds), dotted: "
+        f"knee of {HEADLINE.metric} ({KNEE_REACH:.0%} of its rise)"
+    )
+    fig = plots.curves(metrics, ["entropy", HEADLINE.metric, GREEDY.metric], smooth=SMOOTH, title=title)
+    fall_at = table.loc[table["reading"] == "entropy", "fall_step"].median()
+    knee_at = table.loc[table["reading"] == HEADLINE.metric, "knee_step"].iloc[0]
+    for ax in fig.axes[:3]:
+        for step, style in ((fall_at, "--"), (knee_at, ":")):
+            if pd.notna(step):
+                ax.axvline(step, color="grey", ls=style, lw=1)
+    return fig

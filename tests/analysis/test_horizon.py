@@ -87,3 +87,27 @@ def test_rank_correlation_needs_three_runs_and_matching_inputs():
         horizon.rank_correlation([1.0, 2.0, 3.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="groups has 2 entries for 3 runs"):
         horizon.rank_correlation([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], groups=[0, 1])
+
+
+def test_fall_step_is_the_first_step_the_trailing_mean_reaches_the_fall():
+    steps = np.arange(100)
+    entropy = np.where(steps < 50, 1.0, 0.5)  # halves at step 50
+    df = pd.DataFrame({"seed": 0, "step": steps, "entropy": entropy})
+    row = horizon.fall_step(df, "entropy", fall=0.4, window=10).iloc[0]
+    assert row["start"] == 1.0 and row["ratio"] == 0.5
+    assert (
+        row["fall_step"] == 57
+    )  # the 10-step trailing mean is 0.6 once 8 of its values are 0.5: steps 50-57
+    never = horizon.fall_step(df, "entropy", fall=0.6, window=10).iloc[0]
+    assert np.isnan(never["fall_step"])
+    with pytest.raises(ValueError, match="fall must be in"):
+        horizon.fall_step(df, "entropy", fall=1.0)
+
+
+def test_knee_is_where_the_curve_has_made_most_of_its_rise():
+    curve = pd.DataFrame({"step": [0, 100, 200, 300, 400], "mean": [0.1, 0.5, 0.8, 0.9, 0.85]})
+    found = horizon.knee(curve, reach=0.9)
+    assert found["knee_step"] == 300 and found["peak_step"] == 300  # 0.1 + 0.9 x 0.8 = 0.82
+    assert horizon.knee(curve, reach=0.5)["knee_step"] == 100
+    flat = horizon.knee(pd.DataFrame({"step": [0, 100], "mean": [0.5, 0.4]}))
+    assert np.isnan(flat["knee_step"])

@@ -1,6 +1,7 @@
 """The studies of notebooks 01, 04 and 05 derive from the study base and their profiles carry the
 settings their runs use (seeds, steps, validation prompts), which the index of figures reads."""
 
+import numpy as np
 import pandas as pd
 
 from grpo_lab import studies
@@ -82,3 +83,38 @@ def test_horizon_profile_keeps_its_own_seeds_and_trims_the_rates_in_smoke():
     assert [p.columns["learning_rate"] for p in horizon.design(full)] == list(horizon.LEARNING_RATES)
     smoke = horizon.settings("smoke")
     assert smoke.seeds == (0, 1) and len(horizon.design(smoke)) == horizon.SMOKE_KEEP
+
+
+def test_the_pilot_fixes_the_horizon_only_when_entropy_fell_and_the_knee_passed():
+    steps = np.arange(0, 501)
+    rows = []
+    for seed in (0, 1, 2):
+        entropy = np.where(steps < 200, 0.3, 0.15)  # halves at step 200
+        headline = 0.1 + 0.3 * np.minimum(steps, 300) / 300  # rises to step 300, flat after
+        for step in steps:
+            row = {"seed": seed, "step": step, "entropy": entropy[step]}
+            if step % 20 == 0:
+                row |= {"val/sampled_accuracy": headline[step], "val/accuracy": 0.5 + headline[step]}
+            rows.append(row)
+    metrics = pd.DataFrame(rows)
+    table, steps_fixed = horizon.pilot(metrics)
+    entropy_rows = table[table["reading"] == "entropy"]
+    assert len(entropy_rows) == 3 and (entropy_rows["fall_step"] > 200).all()
+    knee = table.loc[table["reading"] == "val/sampled_accuracy", "knee_step"].iloc[0]
+    assert knee == 280  # the first evaluation at 90% of the rise (0.37 of 0.1 -> 0.4)
+    assert steps_fixed == 300  # the later of the fall (step 215) and the knee, rounded up to 100
+    assert horizon.pilot(metrics[metrics["step"] <= 300])[1] is None  # knee in the pilot's last 20%
+    assert (
+        "entropy down"
+        in horizon.figure_pilot(metrics, horizon.pilot_settings("full"), table)._suptitle.get_text()
+    )
+
+
+def test_the_horizon_notebook_also_trains_the_pilot():
+    full = horizon.settings("full")
+    runs = horizon.runs(horizon.design(full), full)
+    pilot = [c for c in runs if c.eval_every == horizon.PILOT.eval_every]
+    assert len(runs) == len(horizon.LEARNING_RATES) + len(horizon.PILOT.seeds)
+    assert {c.seed for c in pilot} == set(horizon.PILOT.seeds) and {c.steps for c in pilot} == {
+        horizon.PILOT.steps
+    }
