@@ -172,6 +172,7 @@ def curves(
         stats = curve(df, metric, by=by, smooth=1 if evaluated else smooth)
         groups = stats.groupby(by) if by else [(None, stats)]
         for label, g in groups:
+            g = broken_at_gaps(g) if evaluated else g
             line = ax.plot(
                 g["step"], g["mean"], label=label, lw=1.5, marker="o" if evaluated else None, ms=3
             )[0]
@@ -188,6 +189,26 @@ def curves(
     if by:
         _legend_below(fig, axes.flat[0], title=by, max_columns=6)
     return fig
+
+
+GAP = 2.0
+"""an evaluation curve is broken where two evaluations lie more than this many times its median
+interval apart (a study validated at step 0 and then only in its scored tail)"""
+
+
+def broken_at_gaps(stats: pd.DataFrame) -> pd.DataFrame:
+    """`stats` (`stats.curve` of one line) with a row of NaNs inserted inside every gap between
+    evaluations wider than `GAP` x the median interval, so that the line is not drawn across steps
+    where nothing was measured."""
+    g = stats.sort_values("step").reset_index(drop=True)
+    gaps = g["step"].diff().to_numpy()[1:]  # (evaluations - 1,)
+    if len(gaps) < 2:
+        return g
+    wide = np.flatnonzero(gaps > GAP * np.median(gaps))
+    if not wide.size:
+        return g
+    holes = pd.DataFrame({"step": (g["step"].to_numpy()[wide] + g["step"].to_numpy()[wide + 1]) / 2})
+    return pd.concat([g, holes], ignore_index=True).sort_values("step", kind="stable").reset_index(drop=True)
 
 
 def _legend_below(fig: plt.Figure, ax: plt.Axes, title: str, max_columns: int | None = None) -> None:

@@ -206,3 +206,12 @@ def test_save_writes_the_data_a_figure_draws_beside_it(tmp_path, monkeypatch):
     assert first["xticklabels"] == ["grpo", "dapo"] and first["yticklabels"] == []
     assert second["images"] == [[[1.0, 2.0], [3.0, 4.0]]]
     assert plots.save(fig, "07_demo", directory=tmp_path) == tmp_path / "07_demo.png"  # an argument wins
+
+
+def test_an_evaluation_curve_is_not_drawn_across_steps_where_nothing_was_measured():
+    tail = pd.DataFrame({"step": [0, 30, 35, 40, 45, 50], "mean": [0.1, 0.3, 0.31, 0.32, 0.33, 0.34]})
+    broken = plots.broken_at_gaps(tail)
+    assert len(broken) == 7 and broken["mean"].isna().sum() == 1
+    assert broken.loc[broken["mean"].isna(), "step"].item() == 15  # inside the gap 0-30 only
+    regular = pd.DataFrame({"step": [0, 5, 10, 15], "mean": [0.1, 0.2, 0.3, 0.4]})
+    assert len(plots.broken_at_gaps(regular)) == 4
