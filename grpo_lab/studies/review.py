@@ -21,7 +21,7 @@ not that work.
 comparison and `figure` draws it as a grid."""
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from textwrap import fill
 from typing import NamedTuple
 
@@ -388,7 +388,7 @@ def _unmeasured(trick: ReviewTrick) -> tuple[dict[str, object], dict[str, str], 
 
 
 def _read(
-    trick: ReviewTrick, source: Source, raw: dict
+    trick: ReviewTrick, source: Source, raw: dict, timed: Collection[str] | None
 ) -> tuple[dict[str, object], dict[str, str], dict[str, str]]:
     """The columns of a trick measured by the verdict-table row `raw` of `source` (`review_table`)."""
     row = _reversed(raw) if source.reverse else raw
@@ -412,6 +412,9 @@ def _read(
             trick.ratings.recommendation, lab_stance(row["verdict"], inert)
         ),
     }
+    if timed is not None and source.row not in timed and math.isfinite(row["cost x"]):
+        shown["cost"] += " (untimed: its runs' own ratio under a shared load)"
+        readings["cost"] = NOT_DECIDED
     if inert:  # the trick never acted: nothing measured is its effect
         readings |= dict.fromkeys(("performance", "stability", "cost"), NOT_DECIDED)
     numbers = {
@@ -431,11 +434,13 @@ def _read(
     return numbers, shown, readings
 
 
-def _measured(trick: ReviewTrick, verdict_table: pd.DataFrame) -> dict[str, object]:
+def _measured(
+    trick: ReviewTrick, verdict_table: pd.DataFrame, timed: Collection[str] | None
+) -> dict[str, object]:
     """One row of `review_table`: the trick, the measured numbers, and per aspect the review's word,
     the measured text and the reading (implementation difficulty: `NOT_TESTABLE`, see the module)."""
     found = _find(verdict_table, trick.sources)
-    numbers, shown, readings = _unmeasured(trick) if found is None else _read(trick, *found)
+    numbers, shown, readings = _unmeasured(trick) if found is None else _read(trick, *found, timed)
     shown["difficulty"], readings["difficulty"] = "not measured", NOT_TESTABLE
     ratings = trick.ratings._asdict()
     cells = {}
@@ -446,15 +451,22 @@ def _measured(trick: ReviewTrick, verdict_table: pd.DataFrame) -> dict[str, obje
     return {"trick": trick.english, "term": trick.term, "lab": trick.lab, **numbers, **cells}
 
 
-def review_table(verdict_table: pd.DataFrame, review: Sequence[ReviewTrick] = REVIEW) -> pd.DataFrame:
+def review_table(
+    verdict_table: pd.DataFrame,
+    review: Sequence[ReviewTrick] = REVIEW,
+    timed: Collection[str] | None = None,
+) -> pd.DataFrame:
     """One row per review trick, in the review's order: its name (`trick`, `term`), what implements it
     (`lab`), which verdict-table row measures it (`measured by`: the first of its `sources` the table
     has) with that row's seeds, effect, interval, verdict, most-moved stability figure and its multiple,
     entropy-decay multiple, cost multiple and recommendation (read reversed for a reversed source),
     and per aspect of `ASPECTS` the review's word (`<aspect> review`), the measured counterpart as
     text (`<aspect> measured`) and the reading (`<aspect> reading`, one of `READINGS`). A trick whose
-    row never acted (activity 0) has its measured aspects `NOT_DECIDED`."""
-    return pd.DataFrame([_measured(trick, verdict_table) for trick in review])
+    row never acted (activity 0) has its measured aspects `NOT_DECIDED`. `timed`: the rows the cost
+    study times one run after the other (`studies.verdicts.timed`); another row's step-time multiple
+    is its runs' own, taken while other runs shared the cores, and decides no cost (None: trust every
+    multiple)."""
+    return pd.DataFrame([_measured(trick, verdict_table, timed) for trick in review])
 
 
 def _english(aspect: str, word: str) -> str:

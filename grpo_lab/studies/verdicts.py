@@ -131,6 +131,12 @@ def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     }
 
 
+def timed(results: Mapping[str, Any]) -> set[str]:
+    """The rows whose step-time multiple the cost study measured (08's interleaved timing); every other
+    row's `cost x` is its runs' own ratio."""
+    return set(cost.multiples(results["cost"])["label"])
+
+
 def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
     """The headline's candidates side by side (`analysis.scores.examine`): each score's seed-to-seed
     sd over the scheme study's grpo runs over what grpo learns in it, and its Spearman correlation

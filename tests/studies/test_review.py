@@ -281,6 +281,17 @@ def test_the_leave_one_out_is_read_before_the_screen_and_the_conflict_before_bot
     assert batch["stability reading"] == review.AGREE and batch["recommendation reading"] == review.AGREE
 
 
+def test_a_cost_the_cost_study_did_not_time_decides_nothing():
+    timed = review.review_table(constructed(), timed={"grpo_no_kl"}).set_index("trick")
+    assert timed.loc["fixed KL penalty", "cost reading"] == review.DISAGREE  # timed: x1.25 against 极低
+    length = timed.loc["length normalization"]
+    assert length["cost reading"] == review.NOT_DECIDED and "untimed" in length["cost measured"]
+    assert not any(
+        "length normalization" in s and "engineering cost" in s
+        for s in review.disagreements(timed.reset_index())
+    )
+
+
 def test_an_inert_trick_missing_rows_and_value_clipping_decide_nothing():
     reviewed = review.review_table(constructed()).set_index("trick")
     inert = reviewed.loc["differentiable temperature"]
