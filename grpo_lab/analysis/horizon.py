@@ -113,16 +113,8 @@ def knee(curve: pd.DataFrame, value: str = "mean", reach: float = 0.9) -> dict[s
     values = c[value].to_numpy(dtype=float)  # (evaluations,)
     first, peak = float(values[0]), float(np.nanmax(values))
     at_peak = float(c["step"].iloc[int(np.nanargmax(values))])
-    if not peak > first:
-        return {
-            "knee_step": np.nan,
-            "peak_step": at_peak,
-            "first": first,
-            "peak": peak,
-            "last": float(values[-1]),
-        }
-    reached = np.flatnonzero(values >= first + reach * (peak - first))
-    step = float(c["step"].iloc[reached[0]])
+    reached = np.flatnonzero(values >= first + reach * (peak - first)) if peak > first else np.array([], int)
+    step = float(c["step"].iloc[reached[0]]) if len(reached) else np.nan
     return {"knee_step": step, "peak_step": at_peak, "first": first, "peak": peak, "last": float(values[-1])}
 
 

@@ -124,9 +124,9 @@ def detection(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.Da
     has no logs to read and is left out of its row's n. Figure and table."""
     finished = result.runs[result.runs["status"] != "failed"].reset_index(drop=True)
     fired = alarms.fired_rules(finished)
-    conditions = finished["condition"].rename("condition")
-    order = [CLEAN_CONDITION, *(c for c in dict.fromkeys(conditions) if c != CLEAN_CONDITION)]
-    table = alarms.confusion(fired, conditions, order=[c for c in order if c in set(conditions)])
+    conditions = finished["condition"]
+    order = sorted(dict.fromkeys(conditions), key=lambda c: c != CLEAN_CONDITION)  # stable: clean first
+    table = alarms.confusion(fired, conditions, order=order)
     schemes = ", ".join(dict.fromkeys(finished["scheme"]))
     title = f"rules that fired per condition ({schemes}; {len(settings.seeds)} seeds each)"
     return alarms.figure(table, title=title), table
