@@ -44,8 +44,16 @@ ENTROPY_COLLAPSE_X = 1.5
 """a row's entropy collapses when its arm's entropy decay (`stability.entropy_decay`: the share of
 the entropy lost from the first to the last steps) is more than this multiple of the reference's,
 while the reference's entropy falls too (a multiple of a rise means nothing)"""
-STABILITY_COLUMNS = ("kl_volatility", "grad_spikes", "entropy_decay", "clip_rate", "reward_variance")
-"""the stability figures shown in the table, each as arm / reference"""
+MULTIPLES = ("kl_volatility", "grad_spikes", "clip_rate", "reward_variance")
+"""the stability figures the full table (`markdown`) shows as multiples arm / reference"""
+STABILITY_COLUMNS = (*MULTIPLES, "entropy_decay")
+"""the per-run stability figures a row is computed from (`stability.STABILITY`)"""
+STABILITY_FIGURE = "reward_variance"
+"""the one multiple the verdict table's stability column shows on every row: the step-to-step
+variance of the training reward around its trend (`stability.reward_variance`) means the same for
+every surrogate and every trick and is logged by every run, unlike the clip rate (tokens or
+sequences, per surrogate), the KL volatility (no KL without a KL term) or the gradient-spike share
+(0-3 spikes per run)"""
 PROTOCOLS = ("paired", "sequential", "factorial screen", "leave-one-out")
 """what produced a row: a paired comparison on seeds, the group-sequential rule's final look on
 them, the factorial screen's main effect, or the Tricks review's leave-one-out from every trick on"""
@@ -316,11 +324,22 @@ def _logged_effect(t: pd.DataFrame, c: pd.DataFrame, column: str) -> float:
 
 
 def _stability(arm: pd.DataFrame, reference: pd.DataFrame) -> dict[str, object]:
-    """The stability multiples arm / reference and whether the arm's entropy collapses."""
+    """The stability multiples arm / reference (`MULTIPLES`), each side's mean entropy change over the
+    run (`stability.entropy_decay` negated: -0.3 is a 30% fall), the entropy the arm retains as a
+    multiple of what the reference retains (`entropy retained x`: a ratio of two positive shares, where
+    a ratio of two signed decays would mean nothing) and whether the arm's entropy collapses."""
+    kept, kept_reference = 1 - arm["entropy_decay"], 1 - reference["entropy_decay"]
     return {
-        **{f"{k} x": _ratio(arm[k], reference[k]) for k in STABILITY_COLUMNS},
+        **{f"{k} x": _ratio(arm[k], reference[k]) for k in MULTIPLES},
+        "entropy change": -_mean(arm["entropy_decay"]),
+        "reference entropy change": -_mean(reference["entropy_decay"]),
+        "entropy retained x": _ratio(kept, kept_reference),
         "entropy collapse": entropy_collapse(arm["entropy_decay"], reference["entropy_decay"]),
     }
+
+
+def _mean(values: pd.Series) -> float:
+    return float(values.mean()) if values.notna().any() else math.nan
 
 
 def factorial_rows(
@@ -378,12 +397,12 @@ def notes(row: dict) -> str:
 
 
 def table_markdown(table: pd.DataFrame) -> str:
-    """The verdict table as GitHub markdown in `TABLE_COLUMNS`: the effect, its interval (its
-    confidence named when it is not 95%: the sequential rule's adjusted one) and its MDE on the
-    headline score, `MDE / gain`, the seeds it rests on, the paired effect on greedy accuracy with its
-    interval, the mean paired effect on pass@4 where both arms logged it (n/a otherwise), the row's
-    activity measure, its largest stability multiple (named) and its step-time
-    multiple, the verdict in the words of `WORDS` (else 'undecided') and the row's `notes`."""
+    """The verdict table as GitHub markdown in `TABLE_COLUMNS`: the effect, its interval (its confidence named
+    when it is not 95%: the sequential rule's adjusted one) and its MDE on the headline score, `MDE / gain`,
+    the seeds it rests on, the paired effect on greedy accuracy with its interval, the mean paired effect on
+    pass@4 where both arms logged it (n/a otherwise), the row's activity measure, its stability
+    (`stability_cell`) and its step-time multiple, the verdict in the words of `WORDS` (else 'undecided') and
+    the row's `notes`."""
     lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for r in table.to_dict("records"):
         cells = [
@@ -398,7 +417,7 @@ def table_markdown(table: pd.DataFrame) -> str:
             f"{_signed(r['greedy effect'])} {_interval(r['greedy ci_low'], r['greedy ci_high'], 1 - ALPHA)}",
             _signed(r.get("pass@4 effect", math.nan)),
             _cell(r["activity"]),
-            _largest_multiple(r),
+            stability_cell(r),
             "n/a" if not math.isfinite(r["cost x"]) else f"x{r['cost x']:.2f}",
             WORDS.get(r["verdict"], "undecided"),
             notes(r),
@@ -419,15 +438,20 @@ def _signed(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:+.3f}"
 
 
-def _largest_multiple(row: dict) -> str:
-    """The stability figure that moved most from its reference (log-ratio), as 'name xR'."""
-    found = {
-        k: row[f"{k} x"] for k in STABILITY_COLUMNS if math.isfinite(row[f"{k} x"]) and row[f"{k} x"] > 0
-    }
-    if not found:
-        return "n/a"
-    name = max(found, key=lambda k: abs(math.log(found[k])))
-    return f"{name} x{found[name]:.2f}"
+def stability_cell(row: dict) -> str:
+    """A row's stability as the table shows it, the same figures on every row: the entropy change of
+    the arm and of its reference over the run, and the `STABILITY_FIGURE` multiple, e.g.
+    'entropy -42% (ref -30%), reward variance x0.85'."""
+    multiple = row[f"{STABILITY_FIGURE} x"]
+    shown = "n/a" if not math.isfinite(multiple) else f"x{multiple:.2f}"
+    return (
+        f"entropy {_percent(row['entropy change'])} (ref {_percent(row['reference entropy change'])}), "
+        f"{STABILITY_FIGURE.replace('_', ' ')} {shown}"
+    )
+
+
+def _percent(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{100 * value:+.0f}%"
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -443,7 +467,8 @@ def markdown(table: pd.DataFrame) -> str:
     ]
     shown["notes"] = [notes(r) for r in table.to_dict("records")]
     columns = ["row", "kind", "seeds", "effect (CI)", "mde", "mde / gain", "margin", "greedy effect (95% CI)"]
-    columns += [f"{k} x" for k in STABILITY_COLUMNS] + ["cost x", "activity", "verdict", "recommendation"]
+    columns += ["entropy change", "reference entropy change", "entropy retained x"]
+    columns += [f"{k} x" for k in MULTIPLES] + ["cost x", "activity", "verdict", "recommendation"]
     shown = shown[[*columns, "notes"]]
     header = "| " + " | ".join(shown.columns) + " |\n|" + "---|" * len(shown.columns) + "\n"
     body = "".join("| " + " | ".join(_cell(v) for v in row) + " |\n" for row in shown.itertuples(index=False))

@@ -32,7 +32,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
-from grpo_lab.analysis.verdicts import COST_MARGIN, STABILITY_COLUMNS, WORDS, recommendation
+from grpo_lab.analysis.verdicts import COST_MARGIN, MULTIPLES, STABILITY_FIGURE, WORDS, recommendation
 from grpo_lab.profiles import Profile
 
 ASPECTS = {
@@ -269,7 +269,8 @@ def stability_direction(multiples: Mapping[str, float]) -> str:
     the run is stabler: `STABLER` when some fell by `STABILITY_X` and none rose by it, `LESS_STABLE`
     the other way round, `MIXED` when both happened, `UNCHANGED` when none moved; `MIXED` too without
     a usable multiple (finite and positive: a ratio of a fall to a rise has no direction), since then
-    nothing says which way. Every figure counts: the review names none of them."""
+    nothing says which way. `review_table` passes the figures the verdict table's stability column
+    shows on every row (`direction_figures`)."""
     usable = _usable(multiples).values()
     fell = any(m <= 1 / STABILITY_X for m in usable)
     rose = any(m >= STABILITY_X for m in usable)
@@ -284,10 +285,9 @@ def _usable(multiples: Mapping[str, float]) -> dict[str, float]:
 
 
 def stability_reading(rating: str, direction: str) -> str:
-    """A stability rating against the direction of the row's stability multiples
-    (`STABILITY_AGREES`): the review's training stability is the behaviour these figures (reward
-    variance, KL volatility, gradient spikes, entropy decay, clip rate: Evaluation guide §4.2) record.
-    Figures that moved both ways decide nothing."""
+    """A stability rating against the direction of the row's stability figures (`STABILITY_AGREES`,
+    `direction_figures`): the review's training stability is the behaviour the reward variance and
+    the entropy's fall (Evaluation guide §4.2) record. Figures that moved both ways decide nothing."""
     if direction == MIXED:
         return NOT_DECIDED
     return AGREE if STABILITY_AGREES[rating] == direction else DISAGREE
@@ -344,8 +344,12 @@ def _reversed(row: dict) -> dict:
     out = dict(row)
     out["effect"], out["ci_low"], out["ci_high"] = -row["effect"], -row["ci_high"], -row["ci_low"]
     out["verdict"] = swap.get(row["verdict"], row["verdict"])
-    for column in ["cost x", *(f"{k} x" for k in STABILITY_COLUMNS)]:
+    for column in ["cost x", "entropy retained x", *(f"{k} x" for k in MULTIPLES)]:
         out[column] = 1 / row[column] if row[column] else math.nan
+    out["entropy change"], out["reference entropy change"] = (
+        row["reference entropy change"],
+        row["entropy change"],
+    )
     out["recommendation"] = recommendation(out["verdict"], out["cost x"], _inert(row))
     return out
 
@@ -359,14 +363,20 @@ def _signed(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:+.3f}"
 
 
-def _moved_most(multiples: Mapping[str, float]) -> tuple[str, float]:
-    """The stability figure whose multiple lies furthest from 1 (in log), with that multiple, as the
-    verdict table shows a row's stability; ('', NaN) without a usable one."""
-    usable = _usable(multiples)
-    if not usable:
-        return "", math.nan
-    name = max(usable, key=lambda k: abs(math.log(usable[k])))
-    return name, usable[name]
+def direction_figures(row: dict) -> dict[str, float]:
+    """The multiples a row's stability direction is read from, each lower when the arm is stabler: the
+    verdict table's `STABILITY_FIGURE` multiple and the entropy the reference retains over the entropy
+    the arm retains (`entropy_retained`: above 1 when the arm's entropy fell further)."""
+    retained = row["entropy retained x"]
+    inverse = 1 / retained if math.isfinite(retained) and retained > 0 else math.nan
+    return {STABILITY_FIGURE: row[f"{STABILITY_FIGURE} x"], "entropy_retained": inverse}
+
+
+def _entropy(row: dict) -> str:
+    """The entropy changes of a row's arm and reference, e.g. 'entropy -42% (ref -30%)'."""
+    arm, reference = row["entropy change"], row["reference entropy change"]
+    shown = ("n/a" if not math.isfinite(v) else f"{100 * v:+.0f}%" for v in (arm, reference))
+    return "entropy {} (ref {})".format(*shown)
 
 
 def _described(source: Source, row: dict) -> str:
@@ -392,14 +402,12 @@ def _read(
 ) -> tuple[dict[str, object], dict[str, str], dict[str, str]]:
     """The columns of a trick measured by the verdict-table row `raw` of `source` (`review_table`)."""
     row = _reversed(raw) if source.reverse else raw
-    multiples = {k: row[f"{k} x"] for k in STABILITY_COLUMNS}
-    direction, (moved, multiple) = stability_direction(multiples), _moved_most(multiples)
+    direction, multiple = stability_direction(direction_figures(row)), row[f"{STABILITY_FIGURE} x"]
+    variance = "n/a" if not math.isfinite(multiple) else f"x{multiple:.2f}"
     interval = f"{_signed(row['effect'])} [{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
     shown = {
         "performance": f"{interval} {WORDS.get(row['verdict'], 'undecided')}",
-        "stability": f"{direction}: {moved} x{multiple:.2f}, entropy decay x{row['entropy_decay x']:.2f}"
-        if moved
-        else "no stability figure",
+        "stability": f"{direction}: {STABILITY_FIGURE.replace('_', ' ')} {variance}, {_entropy(row)}",
         "cost": "n/a" if not math.isfinite(row["cost x"]) else f"x{row['cost x']:.2f}",
         "recommendation": str(row["recommendation"]),
     }
@@ -425,9 +433,10 @@ def _read(
         "ci_high": row["ci_high"],
         "verdict": row["verdict"],
         "stability direction": direction,
-        "stability figure": moved,
+        "stability figure": STABILITY_FIGURE,
         "stability x": multiple,
-        "entropy_decay x": row["entropy_decay x"],
+        "entropy change": row["entropy change"],
+        "reference entropy change": row["reference entropy change"],
         "cost x": row["cost x"],
         "recommendation": row["recommendation"],
     }
@@ -457,15 +466,15 @@ def review_table(
     timed: Collection[str] | None = None,
 ) -> pd.DataFrame:
     """One row per review trick, in the review's order: its name (`trick`, `term`), what implements it
-    (`lab`), which verdict-table row measures it (`measured by`: the first of its `sources` the table
-    has) with that row's seeds, effect, interval, verdict, most-moved stability figure and its multiple,
-    entropy-decay multiple, cost multiple and recommendation (read reversed for a reversed source),
-    and per aspect of `ASPECTS` the review's word (`<aspect> review`), the measured counterpart as
-    text (`<aspect> measured`) and the reading (`<aspect> reading`, one of `READINGS`). A trick whose
-    row never acted (activity 0) has its measured aspects `NOT_DECIDED`. `timed`: the rows the cost
-    study times one run after the other (`studies.verdicts.timed`); another row's step-time multiple
-    is its runs' own, taken while other runs shared the cores, and decides no cost (None: trust every
-    multiple)."""
+    (`lab`), which verdict-table row measures it (`measured by`: the first of its `sources` the table has)
+    with that row's seeds, effect, interval, verdict, stability figure (`STABILITY_FIGURE`) and its
+    multiple, the entropy changes of arm and reference, cost multiple and recommendation (read reversed
+    for a reversed source), and per aspect of `ASPECTS` the review's word (`<aspect> review`), the
+    measured counterpart as text (`<aspect> measured`) and the reading (`<aspect> reading`, one of
+    `READINGS`). A trick whose row never acted (activity 0) has its measured aspects `NOT_DECIDED`.
+    `timed`: the rows the cost study times one run after the other (`studies.verdicts.timed`); another
+    row's step-time multiple is its runs' own, taken while other runs shared the cores, and decides no
+    cost (None: trust every multiple)."""
     return pd.DataFrame([_measured(trick, verdict_table, timed) for trick in review])
 
 
@@ -493,8 +502,8 @@ def _sentence(row: dict, aspect: str) -> str:
     if aspect == "stability":
         return (
             f"{who} its training stability {rated}; {where} finds training {row['stability direction']}: "
-            f"{row['stability figure']} x{row['stability x']:.2f} that of the runs without it, entropy "
-            f"decay x{row['entropy_decay x']:.2f}."
+            f"{row['stability figure'].replace('_', ' ')} x{row['stability x']:.2f} that of the runs "
+            f"without it, {_entropy(row)}."
         )
     if aspect == "cost":
         return (

@@ -123,7 +123,7 @@ def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words()
     runs = pd.concat(
         [
             scores("grpo", [0.50, 0.60, 0.55, 0.65]),
-            scores("up", [0.60, 0.71, 0.64, 0.76], grad_spikes=3.0),
+            scores("up", [0.60, 0.71, 0.64, 0.76], grad_spikes=3.0, reward_variance=0.8, entropy_decay=0.6),
             scores("near", [0.50, 0.60, 0.55, 0.65]),
             scores("noisy", [0.40, 0.80, 0.45, 0.75]),
         ]
@@ -134,7 +134,11 @@ def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words()
     header, rule, *rows = text.strip().split("\n")
     assert header == "| " + " | ".join(verdicts.TABLE_COLUMNS) + " |" and len(rows) == 3
     assert rows[0].startswith("| up | scheme | paired | +0.102 | [+0.087, +0.118] |")
-    assert "grad_spikes x3.00" in rows[0]
+    # the same figures on every row, never the one that moved most (the gradient-spike share here)
+    assert [r["stability"] for r in cells(text)] == [
+        "entropy -60% (ref -100%), reward variance x0.80",
+        *["entropy -100% (ref -100%), reward variance x1.00"] * 2,
+    ]
     assert [r["verdict"] for r in cells(text)] == ["better", "undecided", "undecided"]
     assert [r["notes"] for r in cells(text)] == ["", "", ""]
     with pytest.raises(ValueError, match="unknown protocol 'screen'"):
@@ -265,6 +269,9 @@ def test_entropy_collapse_is_a_decay_far_beyond_the_references():
     arms = [(a, "scheme", a, "grpo") for a in ("collapse", "steady")]
     table = verdicts.compare(runs, arms, margin=0.01)
     assert table["entropy collapse"].tolist() == [True, False]
+    collapse = table.iloc[0]
+    assert (collapse["entropy change"], collapse["reference entropy change"]) == pytest.approx((-0.32, -0.2))
+    assert collapse["entropy retained x"] == pytest.approx(0.68 / 0.8)  # shares kept, not decays
     assert [r["notes"] for r in cells(verdicts.table_markdown(table))] == ["entropy collapse", ""]
 
 

@@ -112,6 +112,18 @@ def test_stability_direction(multiples, expected):
     assert review.stability_direction(multiples) == expected
 
 
+def test_the_direction_reads_the_tables_stability_figure_and_the_entropy_retained():
+    """An arm that keeps 50% of its entropy where the reference keeps 70% lost more: the inverse of
+    its retained multiple counts as a rise; a figure the column does not show never counts."""
+    row = {"reward_variance x": 1.0, "grad_spikes x": 9.0, "entropy retained x": 0.5 / 0.7}
+    figures = review.direction_figures(row)
+    assert figures == pytest.approx({"reward_variance": 1.0, "entropy_retained": 1.4})
+    assert review.stability_direction(figures) == review.LESS_STABLE
+    assert review.stability_direction(review.direction_figures(row | {"entropy retained x": 1.0})) == (
+        review.UNCHANGED
+    )
+
+
 @pytest.mark.parametrize(
     ("rating", "direction", "expected"),
     [
@@ -216,7 +228,10 @@ def verdict_row(
         "pass@4 effect": math.nan,
         "gain": 0.1,
         "mde / gain": 0.1,
-        **{f"{k} x": multiples.get(k, 1.0) for k in analysis_verdicts.STABILITY_COLUMNS},
+        **{f"{k} x": multiples.get(k, 1.0) for k in analysis_verdicts.MULTIPLES},
+        "entropy change": multiples.get("entropy change", -0.3),
+        "reference entropy change": multiples.get("reference entropy change", -0.3),
+        "entropy retained x": multiples.get("entropy retained x", 1.0),
         "entropy collapse": False,
         "cost x": cost,
         "activity": activity,
@@ -233,10 +248,10 @@ def constructed() -> pd.DataFrame:
     return pd.DataFrame(
         [
             verdict_row("grpo_no_kl", "sequential", -0.04, -0.06, -0.02, WORSE, 0.8, kind="scheme",
-                        kl_volatility=2.0),
+                        reward_variance=2.0, **{"entropy change": -0.2, "entropy retained x": 1.1}),
             verdict_row("length_norm", "factorial screen", 0.05, 0.03, 0.07, BETTER, 1.02),
             verdict_row("length_norm", "leave-one-out", 0.001, -0.004, 0.006, NO_DIFFERENCE, 1.02,
-                        kl_volatility=0.6),
+                        reward_variance=0.6),
             verdict_row("batch_reward_norm", "factorial screen", 0.03, 0.01, 0.05, BETTER, 1.01),
             verdict_row("batch norm on group norm", "paired", -0.05, -0.07, -0.03, WORSE, 1.01,
                         kind="conflict", reward_variance=1.6),
@@ -252,7 +267,9 @@ def test_the_kl_term_is_read_from_grpo_no_kl_reversed():
     assert kl["measured by"] == "grpo_no_kl (sequential, 3 seeds, reversed)"
     assert (kl["effect"], kl["ci_low"], kl["ci_high"]) == pytest.approx((0.04, 0.02, 0.06))
     assert kl["verdict"] == BETTER and kl["cost x"] == pytest.approx(1.25)
-    assert (kl["stability figure"], kl["stability x"]) == ("kl_volatility", pytest.approx(0.5))
+    assert (kl["stability figure"], kl["stability x"]) == ("reward_variance", pytest.approx(0.5))
+    assert (kl["entropy change"], kl["reference entropy change"]) == (-0.3, -0.2)  # arm and reference swap
+    assert kl["stability measured"] == "stabler: reward variance x0.50, entropy -30% (ref -20%)"
     assert (
         kl["recommendation"] == analysis_verdicts.recommendation(BETTER, 1.25, False) == "better, at a cost"
     )
@@ -320,7 +337,7 @@ def test_each_disagreement_is_one_sentence_with_its_numbers():
         "grpo_no_kl (sequential, 3 seeds, reversed) measures a step time x1.25 that of the runs without it."
     ) in sentences
     assert any("performance gain 高 (high)" in s and "+0.001 [-0.004, +0.006]" in s for s in sentences)
-    assert any("training stability 中 (medium)" in s and "kl_volatility x0.50" in s for s in sentences)
+    assert any("training stability 中 (medium)" in s and "reward variance x0.50" in s for s in sentences)
     assert any("it 强烈推荐 (strongly recommended)" in s and "'no gain, no cost'" in s for s in sentences)
 
 
