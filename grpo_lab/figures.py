@@ -245,7 +245,8 @@ def write_index(root: Path, profile: str) -> Path:
         "whose execution wrote it, with that execution's parameters, profile, commit and dates (UTC). "
         "Do not edit by hand.",
     ]
-    sections = _kept_sections(path, {r["notebook"] for r in records})
+    kept = _kept_sections(path, {r["notebook"] for r in records})
+    sections = {name: _with_shows(lines, root) for name, lines in kept.items()}
     claimed = {
         f for f in figures if any(f"[{f.name}]" in line for kept in sections.values() for line in kept)
     }
@@ -283,13 +284,48 @@ def _section(record: dict[str, Any], mine: list[Path], link: dict[Path, str]) ->
     ]
     if not mine:
         return [*lines, "No figure was written by this execution."]
-    lines += ["| figure | written (UTC) |", "|---|---|"]
+    lines += [FIGURES_HEADER, "|---|---|---|"]
     for f in mine:
         written = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
-        lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} |")
+        lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} | {shows(f)} |")
     for table in (f.with_suffix(".md") for f in mine if f.with_suffix(".md").exists()):
         lines += ["", f"Table written with {table.stem}.png:", "", table.read_text().rstrip()]
     return lines
+
+
+FIGURES_HEADER = "| figure | written (UTC) | shows |"
+"""the header of a section's table of figures"""
+FIGURE_ROW = re.compile(r"^\| \[(?P<name>[^\]]+\.png)\]\((?P<link>[^)]+)\) \| (?P<written>[^|]+?) \|")
+"""a row of that table, as any version of the index wrote it (the written time, maybe no 'shows')"""
+
+
+def shows(figure: Path) -> str:
+    """What a figure shows, for the index: the title its own data records (`plots.figure_data`,
+    written beside it: the figure's suptitle, else its first panel's title) on one line."""
+    data = figure.with_suffix(".json")
+    if not data.exists():
+        return "no data written beside it"
+    drawn = json.loads(data.read_text())
+    title = drawn.get("title") or next((a["title"] for a in drawn.get("axes", []) if a.get("title")), "")
+    return " ".join(title.split()).replace("|", "/") or "untitled"
+
+
+def _with_shows(lines: list[str], root: Path) -> list[str]:
+    """A kept section's lines with its table of figures in today's columns, each figure's `shows`
+    read from its data as it is now."""
+    out = []
+    for line in lines:
+        row = FIGURE_ROW.match(line)
+        if line.startswith("| figure | written (UTC) |"):
+            out.append(FIGURES_HEADER)
+        elif line.startswith("|---|---|") and out and out[-1] == FIGURES_HEADER:
+            out.append("|---|---|---|")
+        elif row:
+            figure = root / "figures" / row["name"]
+            out.append(f"| [{row['name']}]({row['link']}) | {row['written']} | {shows(figure)} |")
+        else:
+            out.append(line)
+    return out
 
 
 def _kept_sections(path: Path, recorded: set[str]) -> dict[str, list[str]]:

@@ -118,6 +118,33 @@ def test_a_notebook_without_an_execution_here_keeps_its_section(tmp_path):
     assert "06_sensitivity.png" not in orphans and "07_kl_gradients.png" in orphans  # 07 no longer wrote it
 
 
+def test_each_figure_is_listed_with_what_it_shows_kept_sections_too(tmp_path):
+    """The 'shows' column is the title the figure's data records; a section kept from an index
+    written before the column existed gets it too."""
+    fake_project(tmp_path)
+    drawn = {"title": "KL estimators |\n on the batches", "axes": [{"title": "k3"}]}
+    (tmp_path / "figures" / "07_kl_tokens.json").write_text(json.dumps(drawn))
+    (tmp_path / "figures" / "06_sensitivity.json").write_text(
+        json.dumps({"title": "", "axes": [{"title": "lr"}]})
+    )
+    text = figures.write_index(tmp_path, "full").read_text()
+    assert "| figure | written (UTC) | shows |" in text
+    assert (
+        "| [07_kl_tokens.png](07_kl_tokens.png) | 2026-01-02 10:05:30 | KL estimators / on the batches |"
+        in text
+    )
+    assert "| no data written beside it |" in text  # 07_kl_gradients
+    index = tmp_path / "figures" / "README.md"
+    old = text.replace(" | shows |", " |").replace("|---|---|---|", "|---|---|")
+    old = "\n".join(
+        line.rsplit(" | ", 1)[0] + " |" if line.startswith("| [") else line for line in old.split("\n")
+    )
+    index.write_text(old)
+    (tmp_path / "figures" / "notebooks" / "06_sensitivity.ipynb").unlink()
+    kept = figures.write_index(tmp_path, "full").read_text().split("\n## ")[1]
+    assert "| [06_sensitivity.png](06_sensitivity.png) | 2026-01-02 10:01:40 | lr |" in kept
+
+
 def test_other_profiles_index_beside_the_executed_notebooks(tmp_path):
     fake_project(tmp_path, "smoke")
     path = figures.write_index(tmp_path, "smoke")

@@ -21,7 +21,7 @@ from matplotlib.image import AxesImage  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from grpo_lab.analysis.horizon import Correlation  # noqa: E402
-from grpo_lab.analysis.stats import curve, mean_interval  # noqa: E402
+from grpo_lab.analysis.stats import curve, mean_interval, seeds_shown  # noqa: E402
 
 TITLES = {
     "reward": "training reward",
@@ -241,8 +241,7 @@ def curves_caption(df: pd.DataFrame, metrics: Sequence[str], by: str | None, smo
     if groups.max() == 1:
         parts = ["one run per line (no interval)"]
     else:
-        runs = f"{groups.min()}" if groups.min() == groups.max() else f"{groups.min()} to {groups.max()}"
-        parts = [f"mean and 95% t-interval over {runs} seeds per line"]
+        parts = [f"mean and 95% t-interval over {seeds_shown(groups.tolist())} seeds per line"]
     if smooth > 1 and any(not is_evaluation(m) for m in metrics):
         parts.append(f"training metrics: trailing mean over {smooth} logged steps within each run")
     if any(is_evaluation(m) for m in metrics):
@@ -353,8 +352,8 @@ def ablation(
     _verdict_legend(right, table, "verdict")
     right.set_xlabel(f"final {TITLES.get(outcome, outcome)}, {UNITS.get(outcome, '')}")
     right.set_title("final value: mean and 95% t-interval", fontsize=10)
-    seeds = df["seed"].nunique()
-    fig.suptitle(f"{title} ({seeds} seeds)".strip(), fontsize=11)
+    seeds = seeds_shown(df.groupby(by)["seed"].nunique().tolist())
+    fig.suptitle(f"{title} ({seeds} seeds per line)".strip(), fontsize=11)
     fig.tight_layout()
     return fig
 

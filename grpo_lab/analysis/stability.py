@@ -12,7 +12,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis.stats import mean_interval, spike_frequency, steps_to_threshold, volatility
+from grpo_lab.analysis.stats import (
+    mean_interval,
+    seeds_shown,
+    spike_frequency,
+    steps_to_threshold,
+    volatility,
+)
 
 EDGE = 0.1
 """share of the training steps averaged at the start and at the end of a run (entropy decay)"""
@@ -116,6 +122,7 @@ def figure(runs: pd.DataFrame, by: str, order: Sequence[str], title: str) -> plt
     """One panel per stability figure: each arm's runs (dots) and their mean with a 95% t-interval
     (bar), arms in `order`; `runs` is `table(...)` output."""
     names = list(STABILITY)
+    counts = [runs.loc[runs[by] == arm, "seed"].nunique() for arm in order]
     fig, axes = plt.subplots(2, -(-len(names) // 2), figsize=(3.2 * -(-len(names) // 2), 6.4), squeeze=False)
     for ax, name in zip(axes.flat, names):
         for i, arm in enumerate(order):
@@ -125,14 +132,16 @@ def figure(runs: pd.DataFrame, by: str, order: Sequence[str], title: str) -> plt
                 mean, lo, hi = mean_interval(values)
                 bar = [[mean - lo], [hi - mean]] if np.isfinite(lo) else None
                 ax.errorbar(i, mean, yerr=bar, fmt="o", color="tab:blue", capsize=3)
-        ax.set_xticks(range(len(order)), order, rotation=60, fontsize=7)
+        labels = [f"{a} ({n})" for a, n in zip(order, counts)]
+        ax.set_xticks(range(len(order)), labels, rotation=60, fontsize=7)
         ax.set_title(STABILITY[name].label, fontsize=9)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    seeds = runs["seed"].nunique()
     fig.suptitle(
-        f"{title}: each run (grey) and the mean with its 95% t-interval over {seeds} seeds", fontsize=10
+        f"{title}: each run (grey) and the mean with its 95% t-interval over {seeds_shown(counts)} seeds "
+        "(each arm's count after its name)",
+        fontsize=10,
     )
     fig.tight_layout()
     return fig
@@ -150,15 +159,14 @@ def ratio_bands(metrics: pd.DataFrame, by: str, order: Sequence[str], window: in
         for q, style in (("p05", "--"), ("p50", "-"), ("p95", "--")):
             mean = runs.groupby("step")[f"ratio/{q}"].mean()
             ax.plot(mean.index, mean.rolling(window, center=True, min_periods=1).mean(), style, label=q)
-        ax.set_title(arm, fontsize=9)
+        ax.set_title(f"{arm} ({runs['seed'].nunique()} seeds)", fontsize=9)
         ax.axhline(1, color="k", lw=0.5)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(order) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    seeds = metrics["seed"].nunique()
     caption = (
-        f"importance-ratio quantiles per step, mean over {seeds} seeds, moving average over {window} steps"
+        f"importance-ratio quantiles per step, mean over each arm's seeds, moving average over {window} steps"
     )
     fig.suptitle(f"{title}: {caption}", fontsize=10)
     fig.tight_layout()

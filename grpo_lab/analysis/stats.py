@@ -438,3 +438,9 @@ def effect_interval(
 def _finite(values: np.ndarray | None) -> np.ndarray:
     values = np.asarray(values, dtype=float)
     return values[np.isfinite(values)]
+
+
+def seeds_shown(counts: Sequence[int]) -> str:
+    """How many seeds the lines of a figure have: 'N' when all agree, else 'M to N'."""
+    low, high = min(counts, default=0), max(counts, default=0)
+    return f"{low}" if low == high else f"{low} to {high}"

@@ -16,6 +16,7 @@ A study changes only what it compares; everything else is this base."""
 from typing import Any
 
 from grpo_lab.config import Config
+from grpo_lab.models.embedded import start_sha256
 from grpo_lab.presets import preset
 from grpo_lab.profiles import PROFILES, Profile
 
@@ -53,6 +54,17 @@ def base(profile: str | Profile = "full", name: str = "grpo", **changes: Any) ->
     )
     quick = QUICK_BATCH if settings.name != "full" else {}
     return preset(name, **{**TEST_BED, **quick, **profile_fields, **changes})
+
+
+def described(profile: str | Profile = "full") -> str:
+    """Which start and bed a study's runs used, for a figure's title: the base's task and the first
+    hex digits of the weights every run on it starts from (`embedded.start_sha256`), e.g. 'study base:
+    worked task, start a601a710'."""
+    config = base(profile)
+    start = (
+        start_sha256(config.task, config.task_digits or None) if config.model == "embedded" else config.model
+    )
+    return f"study base: {config.task} task, start {start[:8]}"
 
 
 def _profile(profile: str | Profile) -> Profile:

@@ -18,7 +18,7 @@ from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point, grid_points
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies.base import base
+from grpo_lab.studies.base import base, described
 from grpo_lab.studies.designs import for_profile
 
 PARAM = "learning_rate"
@@ -88,7 +88,7 @@ def run(
 
 def figure(metrics: pd.DataFrame, settings: Profile) -> plt.Figure:
     """The `CURVES` by learning rate."""
-    title = f"study base on {base(settings).task} by learning rate, {settings.steps} steps"
+    title = f"{described(settings)}, by learning rate, {settings.steps} steps"
     return plots.curves(metrics, [m for m in CURVES if m in metrics], by=PARAM, smooth=SMOOTH, title=title)
 
 
@@ -104,7 +104,12 @@ def entropy(metrics: pd.DataFrame) -> pd.DataFrame:
 def figure_phase(metrics: pd.DataFrame) -> plt.Figure:
     """The path of each learning rate in the entropy-reward plane."""
     return plots.phase(
-        metrics, "entropy", "reward", by=PARAM, smooth=PHASE_SMOOTH, title="entropy against reward"
+        metrics,
+        "entropy",
+        "reward",
+        by=PARAM,
+        smooth=PHASE_SMOOTH,
+        title=f"entropy against reward, {described()}",
     )
 
 
@@ -120,7 +125,9 @@ def diagnostics(result: SweepResult) -> tuple[plt.Figure, pd.DataFrame]:
     findings = robustness.run_findings(result.runs, [PARAM])
     counts = robustness.rule_counts(findings, result.runs, by=PARAM)
     totals = result.runs[PARAM].value_counts()
-    fig = plots.rule_heatmap(counts, totals, title="diagnostics that fired, by learning rate (runs out of n)")
+    fig = plots.rule_heatmap(
+        counts, totals, title=f"diagnostics that fired, by learning rate (runs out of n), {described()}"
+    )
     return fig, findings
 
 
@@ -145,7 +152,7 @@ def early_versus_final(metrics: pd.DataFrame, early_frac: float) -> tuple[plt.Fi
         correlations,
         xlabel=f"mean training reward over the first {early_frac:.0%} of steps",
         ylabel="final validation accuracy (fraction correct)",
-        title="early reward against final validation accuracy (Spearman)",
+        title=f"early reward against final validation accuracy (Spearman), {described()}",
     )
     return fig, pd.DataFrame(correlations.values(), index=list(correlations))
 
@@ -187,7 +194,7 @@ def figure_pilot(metrics: pd.DataFrame, settings: Profile, table: pd.DataFrame) 
     """The pilot's entropy, headline and greedy accuracy (mean and 95% interval over seeds), with the
     median step of the entropy's fall and the headline's knee marked on every panel."""
     title = (
-        f"pilot: study base on {base(settings).task}, {settings.steps} steps, validated every "
+        f"pilot: {described(settings)}, {settings.steps} steps, validated every "
         f"{settings.eval_every}; dashed: entropy down {ENTROPY_FALL:.0%} (median over seeds), dotted: "
         f"knee of {HEADLINE.metric} ({KNEE_REACH:.0%} of its rise)"
     )
