@@ -14,7 +14,9 @@ one of its rows reads the mechanism alone. Its runs are also the scheme rows of 
   the sequential rule (`sequential_seeds`);
 - `scores` / `table`: per-run scores (final accuracy, stability, cost, activity) and the verdict
   table, each scheme against `REFERENCE` and against its matched comparator;
-- `figure`: the table as a forest plot; `figure_curves`: the training curves per scheme."""
+- `figure`: the table as a forest plot; `figure_curves`: the training curves per scheme;
+  `figure_efficiency` / `efficiency_summary`: steps and completions to a common target, censored runs
+  counted, and the samples without signal (`analysis.efficiency`)."""
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -24,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import plots, sequential, verdicts
+from grpo_lab.analysis import efficiency, plots, sequential, verdicts
 from grpo_lab.analysis.power import MIN_SEEDS
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
@@ -36,7 +38,7 @@ from grpo_lab.presets import matched_comparator
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics
 from grpo_lab.studies import paired
-from grpo_lab.studies.base import base
+from grpo_lab.studies.base import base, described
 from grpo_lab.studies.designs import for_profile
 
 SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo", "cispo", "grpo_no_kl")
@@ -240,11 +242,36 @@ def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
 
 def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:
     """The verdict table as a forest plot (`paired.forest`)."""
-    return paired.forest(verdict_table, f"{settings.steps} steps", f"schemes vs {REFERENCE}")
+    return paired.forest(
+        verdict_table, f"{described(settings)}, {settings.steps} steps", f"schemes vs {REFERENCE}"
+    )
+
+
+def title(settings: Profile) -> str:
+    """What every figure of the study says its runs are: the start, the bed and the steps."""
+    return f"schemes on the {described(settings)}, {settings.steps} steps"
 
 
 def figure_curves(result: SweepResult, settings: Profile) -> plt.Figure:
     """The `CURVES` per scheme: mean and 95% t-interval over seeds."""
     shown = [m for m in CURVES if m in result.metrics]
-    title = f"schemes on the study base, {settings.steps} steps"
-    return plots.curves(result.metrics, shown, by="label", title=title)
+    return plots.curves(result.metrics, shown, by="label", title=title(settings))
+
+
+def efficiency_summary(result: SweepResult, settings: Profile) -> pd.DataFrame:
+    """Per scheme and view of `analysis.efficiency` (validation score, training batches): runs, runs
+    that reached the common target (`efficiency.TARGET_SHARE` of grpo's gain in the headline metric),
+    and the median step and completions at which they did (NaN when half or more never did)."""
+    order = compared(settings)
+    tables = []
+    for view in efficiency.views(HEADLINE.metric):
+        progressed = efficiency.progress(result.metrics, view, "label")
+        level = efficiency.target(progressed, "label", REFERENCE)
+        reached = efficiency.reach(progressed, "label", level)
+        tables.append(efficiency.summary(reached, "label", order).assign(view=view.metric, target=level))
+    return pd.concat(tables, ignore_index=True)
+
+
+def figure_efficiency(result: SweepResult, settings: Profile) -> plt.Figure:
+    """Sample efficiency per scheme (`efficiency.figure`) on the headline metric, grpo the reference."""
+    return efficiency.figure(result.metrics, "label", compared(settings), HEADLINE.metric, title(settings))
