@@ -30,13 +30,14 @@ import pandas as pd
 from grpo_lab.analysis import plots, robustness, stability, verdicts
 from grpo_lab.analysis.claims import CRASH_STEPS
 from grpo_lab.analysis.power import BETTER, WORSE
+from grpo_lab.analysis.stats import curve, seeds_shown
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point, ablation_points
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.studies import paired, screen
-from grpo_lab.studies.base import base
+from grpo_lab.studies.base import base, described
 from grpo_lab.studies.designs import for_profile, variant_points
 
 REFERENCE = "grpo"
@@ -270,7 +271,7 @@ def figure(verdict_table: pd.DataFrame, kind: str, settings: Profile) -> plt.Fig
     if kind not in titles:
         raise ValueError(f"unknown kind {kind!r}; valid: {', '.join(titles)}")
     rows = verdict_table[verdict_table["kind"] == kind]
-    return paired.forest(rows, f"{settings.steps} steps", titles[kind])
+    return paired.forest(rows, f"{described(settings)}, {settings.steps} steps", titles[kind])
 
 
 def figure_curves(result: SweepResult, name: str, settings: Profile) -> plt.Figure:
@@ -280,8 +281,71 @@ def figure_curves(result: SweepResult, name: str, settings: Profile) -> plt.Figu
         labels = [REFERENCE, *labels]
     metrics = result.metrics[result.metrics["label"].isin(labels)]
     shown = [m for m in CURVES if m in metrics]
-    title = f"{name} on the study base, {settings.steps} steps"
+    title = f"{name} on the {described(settings)}, {settings.steps} steps"
     return plots.curves(metrics, shown, by="label", smooth=SMOOTH, title=title)
+
+
+KL_PLACEMENTS = (REFERENCE, "KL in reward", "no KL")
+"""the arms of the KL-placement figure: the KL in the loss (the base), in the reward, and off"""
+
+
+def figure_kl_placement(result: SweepResult, settings: Profile) -> plt.Figure:
+    """What moving the KL into the reward does to the signal (Evaluation guide §7), per step for the
+    KL in the loss (the base), in the reward and off (`KL_PLACEMENTS`, those the runs have): the reward
+    the advantage is computed from (the task's, plus the summed KL penalty where it sits in the
+    reward: `kl_reward/mean`), the mean |advantage|, the share of groups whose task rewards are all
+    equal (with the KL in the reward their normalized advantage is the KL's differences alone), and
+    the exact KL to the reference (not logged by an arm without a reference pass); mean over each
+    arm's seeds, trailing mean over `SMOOTH` steps."""
+    components = part(result, "components").metrics
+    metrics = pd.concat([result.metrics[result.metrics["label"] == REFERENCE], components])
+    arms = [a for a in KL_PLACEMENTS if a in set(metrics["label"])]
+    metrics = metrics[metrics["label"].isin(arms)].drop_duplicates(subset=["label", "seed", "step"])
+    train = metrics[metrics["reward"].notna()].copy()
+    if "kl_reward/mean" in train:
+        train["reward with the KL"] = train["rewards/correct/mean"] + train["kl_reward/mean"]
+    panels = [
+        ("rewards/correct/mean", "task reward per completion"),
+        ("advantages/abs_mean", "mean |advantage| per completion"),
+        ("frac_reward_zero_std", "groups whose task rewards are all equal (share)"),
+        ("kl/exact", "exact KL to the reference (nats per token)"),
+    ]
+    fig, axes = plt.subplots(1, 4, figsize=(17.0, 3.8))
+    colours = dict(zip(KL_PLACEMENTS, ("black", "tab:red", "tab:blue")))
+    for ax, (metric, label) in zip(axes, panels):
+        missing = []
+        for arm in arms:
+            runs = train[train["label"] == arm]
+            if metric not in runs or runs[metric].isna().all():
+                missing.append(arm)
+                continue
+            line = curve(runs, metric, smooth=SMOOTH)
+            ax.plot(line["step"], line["mean"], color=colours[arm], label=arm)
+            if (
+                metric == "rewards/correct/mean"
+                and "reward with the KL" in runs
+                and runs["reward with the KL"].notna().any()
+            ):
+                shaped = curve(runs, "reward with the KL", smooth=SMOOTH)
+                ax.plot(
+                    shaped["step"],
+                    shaped["mean"],
+                    color=colours[arm],
+                    ls="--",
+                    label=f"{arm}: task + KL reward",
+                )
+        ax.set_title(label + (f"\nnot logged: {', '.join(missing)}" if missing else ""), fontsize=9)
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    counts = train.groupby("label")["seed"].nunique().reindex(arms).tolist()
+    fig.suptitle(
+        f"KL in the loss, in the reward, off: {described(settings)}, {settings.steps} steps; mean over "
+        f"{seeds_shown(counts)} seeds per line, trailing mean over {SMOOTH} steps",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    return fig
 
 
 def figure_stability(result: SweepResult, settings: Profile) -> plt.Figure:
@@ -289,4 +353,6 @@ def figure_stability(result: SweepResult, settings: Profile) -> plt.Figure:
     components = part(result, "components")
     per_run = stability.table(components.metrics, by=["label"])
     order = list(components.runs["label"].unique())
-    return stability.figure(per_run, "label", order, f"stability, {settings.steps} steps")
+    return stability.figure(
+        per_run, "label", order, f"stability, {described(settings)}, {settings.steps} steps"
+    )
