@@ -22,10 +22,11 @@ import pandas as pd
 import torch
 from transformers.utils import logging as hf_logging
 
-from grpo_lab.analysis import plots, stats, verdicts
+from grpo_lab.analysis import plots, verdicts
 from grpo_lab.analysis.activity import ACTIVITY
 from grpo_lab.analysis.effects import verdict
 from grpo_lab.analysis.plots import project_root
+from grpo_lab.analysis.scores import GREEDY, HEADLINE
 from grpo_lab.analysis.stats import mean_interval
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point, grid_points
@@ -47,7 +48,11 @@ PRESETS = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "lite_ppo")
 """the compared presets when none are named; the first is the reference"""
 SMOKE_KEEP = 2
 """the smoke profile compares only the first this many presets"""
-METRIC = "val/accuracy"
+METRIC = HEADLINE.metric
+"""the validation metric of the compared score: every figure of the study reads the headline score
+(`analysis.scores.HEADLINE`), the verdict table's too; greedy accuracy is drawn beside it"""
+SCORE = "score"
+"""the column of `finals` that holds each run's headline score"""
 FULL = Budget(seeds=(0, 1, 2), steps=20, eval_every=10, val_size=100)
 """under the full profile: 3 seeds of 20 steps, validated every 10 steps on at most 100 prompts"""
 
@@ -92,8 +97,13 @@ def run(
 
 
 def finals(result: SweepResult) -> pd.DataFrame:
-    """Each run's final validation accuracy, by preset."""
-    return stats.final_values(result.metrics, METRIC, by="preset")
+    """Each run's headline score (`SCORE`, `analysis.scores.HEADLINE`: what the verdict table
+    compares) and its greedy accuracy over the same window (`greedy`), by preset."""
+    rows = [
+        {"preset": preset, "seed": seed, SCORE: HEADLINE.of(run), "greedy": GREEDY.of(run)}
+        for (preset, seed), run in result.metrics.groupby(["preset", "seed"], sort=False)
+    ]
+    return pd.DataFrame(rows)
 
 
 def study_task(task: str) -> str:
@@ -183,7 +193,7 @@ def figure(differences: pd.DataFrame, settings: Profile, task: str | None = None
     return plots.intervals(
         differences,
         "preset",
-        f"final {METRIC} minus {reference}'s, same seed",
+        f"headline score ({HEADLINE.caption()}) minus {reference}'s, same seed",
         title=f"{task_name(task)}: {settings.steps} steps, {len(settings.seeds)} seeds",
     )
 
@@ -195,4 +205,5 @@ def figure_verdicts(verdict_table: pd.DataFrame, settings: Profile, task: str | 
 
 def figure_curves(result: SweepResult, task: str | None = None) -> plt.Figure:
     """Validation accuracy, training reward and KL to the reference per preset."""
-    return plots.curves(result.metrics, [METRIC, "reward", "kl"], by="preset", title=task_name(task))
+    shown = [METRIC, GREEDY.metric, "reward", "kl"]
+    return plots.curves(result.metrics, shown, by="preset", title=task_name(task))

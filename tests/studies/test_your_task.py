@@ -1,12 +1,14 @@
 """Notebook 11's study helpers: the model a profile trains and paired per-seed differences."""
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from transformers import AutoModelForCausalLM
 
 from grpo_lab.profiles import profile
+from grpo_lab.studies import your_task
 from grpo_lab.studies.your_task import paired_differences, smoke_model, study_model, study_task
 
 
@@ -39,6 +41,18 @@ def test_paired_differences_with_one_seed_has_no_interval():
     table = paired_differences(finals({"grpo": [0.2], "dapo": [0.9]}), "val/accuracy", "preset", "grpo")
     dapo = table.set_index("preset").loc["dapo"]
     assert dapo["verdict"] == "too few runs" and math.isnan(dapo["lo"])
+
+
+def test_the_compared_score_is_the_headline_the_verdict_table_reads():
+    """Each run's score is the mean sampled accuracy over the second half of its evaluations, not its
+    last greedy accuracy; the greedy one over the same window is beside it."""
+    steps = [0, 10, 20]
+    metrics = pd.DataFrame(
+        {"preset": "grpo", "seed": 0, "step": steps, "val/sampled_accuracy": [0.1, 0.3, 0.5],
+         "val/accuracy": [0.2, 0.6, 0.4]}
+    )  # fmt: skip
+    row = your_task.finals(SimpleNamespace(metrics=metrics)).iloc[0]
+    assert row[your_task.SCORE] == pytest.approx(0.4) and row["greedy"] == pytest.approx(0.5)
 
 
 def test_paired_differences_need_the_reference():
