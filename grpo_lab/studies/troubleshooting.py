@@ -1,0 +1,314 @@
+"""The Tricks review's troubleshooting (§4, `docs/sources.md`) as runnable scenarios (notebook 13):
+each case the review describes is provoked on the study base (`studies.base`), its diagnostic rule
+(`analysis.diagnostics`) is read on the runs, and the remedy the review prescribes is run beside it,
+paired on seeds.
+
+- `SCENARIOS`: a fault (config over the base that should provoke the problem), the remedy (config
+  over the fault, as the review words it), the rules that name the problem and the metric that shows
+  it. A scenario whose fault does not provoke its problem (`table`: 'problem present' no) is inert:
+  its fault needs retuning before its remedy means anything.
+- `CONFLICT`: §4.3's three-configuration check of a trick against a reward term (the base, the base
+  with the trick, the base with the reward term, and both), read as a 2x2 factorial: each alone and
+  their interaction on the headline score and on the completion length; the loss components'
+  gradient cosines are logged (`grad_cos_every`) so that `conflicting_objectives` can fire.
+- Left out: §4.1's loss above 1. The review says it is not a fault (the loss adds a policy term and a
+  KL term of different scales; follow the KL instead), and the base's loss stays far below 1.
+
+`settings` / `design` / `run` as in every study; `findings` (runs per rule), `table` (per scenario:
+the problem present in the fault's runs and in the remedy's, the watched metric and the headline score
+remedy minus fault), `conflict_table`, and `figure`."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from grpo_lab.analysis import robustness
+from grpo_lab.analysis.power import paired
+from grpo_lab.analysis.scores import HEADLINE
+from grpo_lab.analysis.stats import curve, seeds_shown
+from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.presets import TRICKS
+from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies.base import base, described
+from grpo_lab.studies.designs import for_profile, variant_points
+
+REFERENCE = "base"
+"""the label of the study base, run beside every scenario"""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One troubleshooting case of the Tricks review, as a fault and its remedy over the base."""
+
+    source: str
+    """the review's section (`docs/sources.md`)"""
+    symptom: str
+    """what the review says goes wrong and what it prescribes"""
+    fault: Mapping[str, Any]
+    """config fields over the base that provoke the problem"""
+    remedy: Mapping[str, Any]
+    """config fields over the fault: the review's remedy"""
+    rules: tuple[str, ...]
+    """the diagnostic rules (`analysis.diagnostics`), any of which names the problem"""
+    watch: str
+    """the logged metric that shows the problem"""
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "KL rising without return": Scenario(
+        "Tricks review §4.1",
+        "KL keeps rising with no sign of falling back: the model drifts; raise the KL coefficient or "
+        "lower the learning rate",
+        {"learning_rate": 1e-4, "kl_coef": 0.004},
+        {"kl_coef": 0.04},
+        ("kl_drift",),
+        "kl/exact",
+    ),
+    "KL fluctuating violently": Scenario(
+        "Tricks review §4.1",
+        "KL swings from step to step: the groups' samples are unsteady; lower the sampling temperature",
+        {"temperature": 1.5},
+        {"temperature": 0.8},
+        ("kl_volatility",),
+        "kl/exact",
+    ),
+    "entropy coefficient too large": Scenario(
+        "Tricks review §4.2",
+        "a collapse in mid-run from too large an entropy coefficient; set it to zero and the diversity "
+        "comes back",
+        {"entropy_coef": 0.05},
+        {"entropy_coef": 0.0},
+        ("entropy_collapse", "entropy_rising", "template_collapse", "mode_collapse"),
+        "entropy",
+    ),
+    "adaptive KL threshold too high": Scenario(
+        "Tricks review §4.2",
+        "the adaptive KL's threshold sits far above the safe range, so the coefficient reacts only after "
+        "the policy has drifted; lower the threshold and slow the growth",
+        {"learning_rate": 1e-4, "kl_schedule": "threshold", "kl_target": 0.5, "kl_growth": 0.2},
+        {"kl_target": 0.02, "kl_growth": 0.02},
+        ("kl_drift",),
+        "kl/exact",
+    ),
+}
+"""the review's §4 cases, each with its fault and remedy over the study base (the faults' strengths are
+this module's choices, to be checked by 'problem present' in `table`)"""
+REWARD_TERM: dict[str, Any] = {"rewards": ("correct", "verbose"), "reward_weights": (1.0, 0.5)}
+"""§4.3's conflicting reward term: a format reward that pays for long answers (`tasks.hacking.verbose`)
+beside the task's correctness"""
+CONFLICT: dict[str, dict[str, Any]] = {
+    "+ length_norm": dict(TRICKS["length_norm"]),
+    "+ verbose reward": REWARD_TERM,
+    "+ both": {**TRICKS["length_norm"], **REWARD_TERM},
+}
+"""§4.3's three-configuration check (with the base), plus both together: length normalization favours
+short answers, the reward term long ones"""
+GRAD_COS_EVERY = 5
+"""steps between gradient-cosine measurements in the conflict check (a backward per loss component)"""
+SMOKE_KEEP = 1
+"""the smoke profile keeps only the first scenario and the first arm of the conflict check"""
+FULL = Budget(seeds=(0, 1, 2), steps=100, eval_every=10)
+"""under the full profile: 3 paired seeds of 100 steps, validated every 10 steps: the review's check
+runs 500 steps per configuration; 100 is what a scenario needs for the trend rules (`kl_drift` reads
+the last half of the run)"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise."""
+    return FULL.settings(profile, seeds, steps)
+
+
+def scenarios(settings: Profile) -> dict[str, Scenario]:
+    """`SCENARIOS` under the full profile; the first `SMOKE_KEEP` otherwise."""
+    return for_profile(dict(SCENARIOS), settings, SMOKE_KEEP)
+
+
+def conflict_arms(settings: Profile) -> dict[str, dict[str, Any]]:
+    """`CONFLICT` under the full profile; the first `SMOKE_KEEP` otherwise."""
+    return for_profile(dict(CONFLICT), settings, SMOKE_KEEP)
+
+
+def labels(name: str, settings: Profile) -> tuple[str, str]:
+    """The labels of a scenario's fault and remedy arms; a remedy that restores the base (the entropy
+    coefficient back to 0) is the base's own runs, `REFERENCE`."""
+    scenario = SCENARIOS[name]
+    restored = base(settings).replace(**{**scenario.fault, **scenario.remedy}) == base(settings)
+    return f"{name}: fault", REFERENCE if restored else f"{name}: remedy"
+
+
+def variants(settings: Profile) -> dict[str, dict[str, Any]]:
+    """Every arm but the base: each scenario's fault and remedy (the remedy over the fault, unless it
+    restores the base: `labels`), and the
+    conflict check's arms, which log gradient cosines (the base's twin with them is `REFERENCE +
+    ' (cosines)'`, so the base itself stays the base of every other study)."""
+    arms: dict[str, dict[str, Any]] = {}
+    for name, scenario in scenarios(settings).items():
+        fault, remedy = labels(name, settings)
+        arms[fault] = dict(scenario.fault)
+        if remedy != REFERENCE:
+            arms[remedy] = {**scenario.fault, **scenario.remedy}
+    cosines = {"grad_cos_every": GRAD_COS_EVERY}
+    arms[f"{REFERENCE} (cosines)"] = cosines
+    arms |= {name: {**changes, **cosines} for name, changes in conflict_arms(settings).items()}
+    return arms
+
+
+def design(settings: Profile) -> list[Point]:
+    """The base (`REFERENCE`) and every arm of `variants`, on the study base."""
+    return variant_points(base(settings), variants(settings), REFERENCE)
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) every point over the profile's seeds into `root` (default: the shared store);
+    failures are recorded (a fault may break a run: that is a finding). `options` as for
+    `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+
+
+def findings(result: SweepResult) -> pd.DataFrame:
+    """How many runs of each arm each diagnostic rule fired on (rules as rows, arms as columns)."""
+    runs = result.runs
+    return robustness.rule_counts(robustness.run_findings(runs, ["label"]), runs, by="label")
+
+
+def _fired(counts: pd.DataFrame, rules: Sequence[str], label: str) -> int:
+    """The runs of `label` on which any of `rules` fired, at most its runs (a run counts once per rule,
+    so the largest count is a lower bound and the sum an upper bound: the largest is shown)."""
+    present = [r for r in rules if r in counts.index]
+    if label not in counts.columns or not present:
+        return 0
+    return int(counts.loc[present, label].max())
+
+
+def _per_run(result: SweepResult, label: str, fn: Any) -> pd.Series:
+    metrics = result.metrics[result.metrics["label"] == label]
+    return pd.Series({seed: fn(run) for seed, run in metrics.groupby("seed")}, dtype=float)
+
+
+def _tail_mean(metric: str) -> Any:
+    """A run's mean of `metric` over the training steps of its last half."""
+
+    def of(run: pd.DataFrame) -> float:
+        train = run.dropna(subset=[metric]) if metric in run else run.iloc[:0]
+        if not len(train):
+            return float("nan")
+        return float(train.loc[train["step"] >= train["step"].max() / 2, metric].mean())
+
+    return of
+
+
+def table(result: SweepResult, settings: Profile) -> pd.DataFrame:
+    """Per scenario: its source, its rules, on how many runs of the fault and of the remedy one fired
+    (`fault fired`, `remedy fired`, out of `runs`), whether the problem is present (a rule fired on
+    most fault runs: otherwise the scenario is inert), the watched metric over the last half of the
+    runs for each arm and the paired headline-score effect of the remedy over the fault with its 95%
+    interval."""
+    counts = findings(result)
+    rows = []
+    for name, scenario in scenarios(settings).items():
+        fault, remedy = labels(name, settings)
+        n = int((result.runs["label"] == fault).sum())
+        watched = _tail_mean(scenario.watch)
+        score = paired(_per_run(result, remedy, HEADLINE.of), _per_run(result, fault, HEADLINE.of))
+        fired = _fired(counts, scenario.rules, fault)
+        rows.append(
+            {
+                "scenario": name,
+                "source": scenario.source,
+                "rules": ", ".join(scenario.rules),
+                "runs": n,
+                "fault fired": fired,
+                "remedy fired": _fired(counts, scenario.rules, remedy),
+                "problem present": bool(n and fired > n / 2),
+                "watch": scenario.watch,
+                "base watched": float(_per_run(result, REFERENCE, watched).mean()),
+                "fault watched": float(_per_run(result, fault, watched).mean()),
+                "remedy watched": float(_per_run(result, remedy, watched).mean()),
+                "score effect": score.effect,
+                "score ci_low": score.low,
+                "score ci_high": score.high,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def conflict_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
+    """§4.3's check: each arm of the conflict check against the base with cosines, paired on seeds, on
+    the headline score and on the mean completion length over the last half of the runs, with the
+    conflicting-objectives rule's count per arm."""
+    reference = f"{REFERENCE} (cosines)"
+    counts = findings(result)
+    length = _tail_mean("completions/mean_length")
+    rows = []
+    for arm in conflict_arms(settings):
+        score = paired(_per_run(result, arm, HEADLINE.of), _per_run(result, reference, HEADLINE.of))
+        longer = paired(_per_run(result, arm, length), _per_run(result, reference, length))
+        rows.append(
+            {
+                "arm": arm,
+                "seeds": score.n,
+                "score effect": score.effect,
+                "score ci_low": score.low,
+                "score ci_high": score.high,
+                "length effect": longer.effect,
+                "length ci_low": longer.low,
+                "length ci_high": longer.high,
+                "conflicting_objectives fired": _fired(counts, ("conflicting_objectives",), arm),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def figure(result: SweepResult, settings: Profile) -> plt.Figure:
+    """One panel per scenario: its watched metric per step for the base, the fault and the remedy (mean
+    over seeds), titled with the runs its rules fired on; then the conflict check's completion length
+    per arm."""
+    chosen = scenarios(settings)
+    counts = findings(result)
+    panels = len(chosen) + 1
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False)
+    metrics = result.metrics[result.metrics["reward"].notna()]
+    for ax, (name, scenario) in zip(axes[0], chosen.items()):
+        fault, remedy = labels(name, settings)
+        for label, colour in ((REFERENCE, "black"), (fault, "tab:red"), (remedy, "tab:green")):
+            runs = metrics[metrics["label"] == label]
+            if scenario.watch not in runs or runs[scenario.watch].isna().all():
+                continue
+            line = curve(runs, scenario.watch, smooth=5)
+            ax.plot(line["step"], line["mean"], color=colour, label=label.split(": ")[-1])
+        n = int((result.runs["label"] == fault).sum())
+        ax.set_title(
+            f"{name} ({scenario.source})\nrules fired: fault {_fired(counts, scenario.rules, fault)} of {n}, "
+            f"remedy {_fired(counts, scenario.rules, remedy)} of {n}",
+            fontsize=8,
+        )
+        ax.set_xlabel("training step")
+        ax.set_ylabel(scenario.watch)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    ax = axes[0][-1]
+    for arm in [f"{REFERENCE} (cosines)", *conflict_arms(settings)]:
+        runs = metrics[metrics["label"] == arm]
+        if len(runs):
+            line = curve(runs, "completions/mean_length", smooth=5)
+            ax.plot(line["step"], line["mean"], label=arm)
+    ax.set_title("§4.3 check: a trick against a reward term", fontsize=8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("completion length (tokens)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    seeds = result.runs.groupby("label")["seed"].nunique().tolist()
+    fig.suptitle(
+        f"the Tricks review's troubleshooting on the {described(settings)}, {settings.steps} steps: "
+        f"mean over {seeds_shown(seeds)} seeds per line, trailing mean over 5 steps",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    return fig
