@@ -110,6 +110,8 @@ class Config:
     """KL coefficient beta"""
     kl_importance_weighted: bool = False
     """multiply the in-loss KL by the (non-detached) importance ratio (DeepSeek-V3.2)"""
+    kl_monitor: bool = False
+    """log the exact KL to the reference even without a KL term (a reference forward per step, no more)"""
     aggregation: str = "seq-mean-token-mean"
     """loss aggregation over tokens and sequences (registry AGGREGATIONS, verl's names)"""
     seq_weight: str = "none"
@@ -232,6 +234,8 @@ class Config:
     """completions per step: prompts_per_step x group_size (before any growth, with dynamic group size)"""
     uses_reference: bool = field(init=False)
     """whether anything needs reference log-probs (KL on with a nonzero coefficient)"""
+    reference_forward: bool = field(init=False)
+    """whether each step runs the reference: a KL uses it, or `kl_monitor` logs the exact KL"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "batch_size", self.prompts_per_step * self.group_size)
@@ -239,6 +243,7 @@ class Config:
         object.__setattr__(
             self, "uses_reference", kl_ever_on and placement_site(self.kl_placement) is not None
         )
+        object.__setattr__(self, "reference_forward", self.uses_reference or self.kl_monitor)
         validate(self)
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,11 +31,18 @@ def test_derived_fields(changes, batch_size, uses_reference):
     assert c.uses_reference is uses_reference
 
 
+def test_the_kl_monitor_runs_the_reference_without_a_kl_term_using_it():
+    watched = Config(kl_coef=0.0, kl_placement="off", kl_monitor=True)
+    assert watched.reference_forward and not watched.uses_reference
+    assert not Config(kl_coef=0.0).reference_forward and Config().reference_forward
+    assert Config(kl_monitor=True).key() != Config().key()
+
+
 def test_derived_fields_are_not_init_or_serialized():
     with pytest.raises(TypeError):
         Config(batch_size=3)
     d = Config().to_dict()
-    assert "batch_size" not in d and "uses_reference" not in d
+    assert "batch_size" not in d and "uses_reference" not in d and "reference_forward" not in d
     assert set(d) == set(field_names())
 
 

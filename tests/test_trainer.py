@@ -128,6 +128,16 @@ def test_reference_not_built_without_kl(tiny, monkeypatch):
     assert len(calls) == 3  # one reference pass per step
 
 
+def test_the_kl_monitor_logs_the_exact_kl_and_changes_nothing_learned(tiny):
+    """An arm without a KL term logs the exact KL to the reference under `kl_monitor`, and trains
+    exactly as without it: the reference's log-probs reach no loss term."""
+    plain = comparable(train(tiny(kl_coef=0.0, kl_placement="off")))
+    watched = comparable(train(tiny(kl_coef=0.0, kl_placement="off", kl_monitor=True)))
+    assert "kl/exact" not in plain and watched.dropna(subset=["reward"])["kl/exact"].notna().all()
+    assert "kl" not in watched  # no estimator of a KL term: nothing uses the reference's log-probs
+    pd.testing.assert_frame_equal(plain, watched.drop(columns=["kl/exact"]))
+
+
 def test_kl_estimators_logged_side_by_side(tiny):
     df = train(tiny(kl_estimator="k2")).dropna(subset=["reward"])
     for name in ("kl/k1", "kl/k2", "kl/k3", "kl/abs", "kl/exact"):

@@ -204,7 +204,7 @@ class Trainer:
             lora=c.lora,
             lora_r=c.lora_r,
             lora_alpha=c.lora_alpha,
-            need_reference=c.uses_reference,
+            need_reference=c.reference_forward,
         )
         self.start = self._start(c)
         self.model = self.policy.model
@@ -445,18 +445,20 @@ class Trainer:
         """The old policy's log-probs (only when they can differ from the current ones or are needed
         before the update; the sampler's own when they are the same computation, and a stale
         sampler's under that fault: `Sampler.behaviour_logp`), the reference's (only when the KL
-        uses it) and the previous step's policy's (two-layer KL), which then becomes this policy."""
+        uses it, or its full log-softmax alone for `kl_monitor`'s exact KL) and the previous step's
+        policy's (two-layer KL), which then becomes this policy."""
         ref = ref_logsm = prev = None
         with autocast(self.device):
             old = self.sampler.behaviour_logp(rollout, self.objective.needs_old_logp)  # (N, T) or None
             from_sampler = old is not None
             if old is None and self.objective.needs_old_logp:
                 old, _ = fixed_logprobs(self.model, rollout, chunks, temperatures, keep_logits=False)
-            if self.config.uses_reference:
+            if self.config.reference_forward:
                 with self.policy.as_reference() as reference:
                     ref, ref_logsm = fixed_logprobs(
                         reference, rollout, chunks, base_temps, keep_logits=self.exact
                     )
+                ref = ref if self.config.uses_reference else None  # a monitor's: the exact KL alone
             if self.prev_model is not None:
                 prev, _ = fixed_logprobs(self.prev_model, rollout, chunks, temperatures, keep_logits=False)
                 self.prev_model.load_state_dict(
@@ -569,7 +571,7 @@ class Trainer:
 
     def _apply(self, new: Config) -> None:
         """Make `new` the current config: objective, reference, schedule parameters, learning rate."""
-        if new.uses_reference and not self.policy.lora and self.policy.reference is None:
+        if new.reference_forward and not self.policy.lora and self.policy.reference is None:
             self.policy.reference = self._load_reference(new)  # may fail: before anything else changes
         self.config = new
         self.objective = Objective(new)
