@@ -16,7 +16,8 @@ one of its rows reads the mechanism alone. Its runs are also the scheme rows of 
   table, each scheme against `REFERENCE` and against its matched comparator;
 - `figure`: the table as a forest plot; `figure_curves`: the training curves per scheme;
   `figure_efficiency` / `efficiency_summary`: steps and completions to a common target, censored runs
-  counted, and the samples without signal (`analysis.efficiency`)."""
+  counted, and the samples without signal (`analysis.efficiency`); `problems_present`: whether the
+  base has the problems the schemes target (`analysis.problems`)."""
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import efficiency, plots, sequential, verdicts
+from grpo_lab.analysis import efficiency, plots, problems, sequential, verdicts
 from grpo_lab.analysis.power import MIN_SEEDS
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
@@ -270,6 +271,18 @@ def efficiency_summary(result: SweepResult, settings: Profile) -> pd.DataFrame:
         reached = efficiency.reach(progressed, "label", level)
         tables.append(efficiency.summary(reached, "label", order).assign(view=view.metric, target=level))
     return pd.concat(tables, ignore_index=True)
+
+
+def problems_present(result: SweepResult) -> pd.DataFrame:
+    """Whether the study base has the problems the schemes target (`analysis.problems`), from grpo's
+    runs (and dr_grpo's, for the length bias it targets): a row whose problem is absent measures the
+    scheme's cost without its benefit."""
+    metrics = result.metrics
+    grpo = metrics[metrics["label"] == REFERENCE]
+    checks = [problems.sparse_signal(grpo), problems.inconsistency(grpo)]
+    if "dr_grpo" in set(metrics["label"]):
+        checks.insert(0, problems.length_bias(grpo, metrics[metrics["label"] == "dr_grpo"]))
+    return problems.table(checks)
 
 
 def figure_efficiency(result: SweepResult, settings: Profile) -> plt.Figure:
