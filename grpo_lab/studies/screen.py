@@ -55,7 +55,7 @@ GROUP_REWARD_NORM: Component = ({"advantage": "grpo"}, {"advantage": "dr_grpo"})
 without std scaling of Dr. GRPO (its `advantage` alone: its aggregation and KL are not part of it)"""
 FACTORS: dict[str, Component] = {**TRICKS, "group_reward_norm": GROUP_REWARD_NORM}
 """the 16 factors of the screen: name -> the config changes that switch it on (or an (on, off) pair)"""
-REPLICATES = 1
+REPLICATES = 3
 """replicate blocks of the 32-run design under the full profile, each with new seeds (`run_seeds`):
 with 2 or more the main effects rest on pure error; with 1 they fall back to the residual of the
 interaction chains, and say so (`main_effects`)"""
