@@ -138,6 +138,13 @@ def test_the_kl_monitor_logs_the_exact_kl_and_changes_nothing_learned(tiny):
     pd.testing.assert_frame_equal(plain, watched.drop(columns=["kl/exact"]))
 
 
+def test_a_kl_monitor_that_cannot_compute_the_exact_kl_is_refused(tiny, monkeypatch, tmp_path):
+    monkeypatch.setattr(trainer, "EXACT_KL_MAX_VOCAB", 1)
+    with pytest.raises(ValueError, match="kl_monitor logs the exact KL.*set kl_monitor=False"):
+        train(tiny(kl_coef=0.0, kl_placement="off", kl_monitor=True), out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
 def test_kl_estimators_logged_side_by_side(tiny):
     df = train(tiny(kl_estimator="k2")).dropna(subset=["reward"])
     for name in ("kl/k1", "kl/k2", "kl/k3", "kl/abs", "kl/exact"):

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from grpo_lab.analysis.plots import GAP
 from grpo_lab.analysis.stats import curve, seeds_shown
 
 TARGET_SHARE = 0.5
@@ -147,13 +148,14 @@ def summary(reached: pd.DataFrame, by: str, order: Sequence[str]) -> pd.DataFram
 
 
 def _shade_unevaluated(ax: plt.Axes, logged: np.ndarray) -> None:
-    """Grey where no run was measured: every gap between logged points wider than twice the median
-    gap (a study that skips its early evaluations), so a flat line there is not read as a measurement."""
+    """Grey where no run was measured: every gap between logged points wider than `plots.GAP` times
+    the median gap (a study that skips its early evaluations), so a flat line there is not read as a
+    measurement."""
     points = np.unique(logged)
     gaps = np.diff(points)
     if len(gaps) < 2:
         return
-    for i in np.flatnonzero(gaps > 2 * np.median(gaps)):
+    for i in np.flatnonzero(gaps > GAP * np.median(gaps)):
         ax.axvspan(points[i], points[i + 1], color="0.85", alpha=0.6, lw=0)
         ax.text((points[i] + points[i + 1]) / 2, 0.5, "not evaluated", ha="center", fontsize=7, color="0.4")
 

@@ -444,10 +444,12 @@ def stability_cell(row: dict) -> str:
     'entropy -42% (ref -30%), reward variance x0.85'."""
     multiple = row[f"{STABILITY_FIGURE} x"]
     shown = "n/a" if not math.isfinite(multiple) else f"x{multiple:.2f}"
-    return (
-        f"entropy {_percent(row['entropy change'])} (ref {_percent(row['reference entropy change'])}), "
-        f"{STABILITY_FIGURE.replace('_', ' ')} {shown}"
-    )
+    return f"{entropy_cell(row)}, {STABILITY_FIGURE.replace('_', ' ')} {shown}"
+
+
+def entropy_cell(row: dict) -> str:
+    """The entropy changes of a row's arm and reference, e.g. 'entropy -42% (ref -30%)'."""
+    return f"entropy {_percent(row['entropy change'])} (ref {_percent(row['reference entropy change'])})"
 
 
 def _percent(value: float) -> str:

@@ -297,10 +297,9 @@ def figure_kl_placement(result: SweepResult, settings: Profile) -> plt.Figure:
     equal (with the KL in the reward their normalized advantage is the KL's differences alone), and
     the exact KL to the reference (not logged by an arm without a reference pass); mean over each
     arm's seeds, trailing mean over `SMOOTH` steps."""
-    components = part(result, "components").metrics
-    metrics = pd.concat([result.metrics[result.metrics["label"] == REFERENCE], components])
+    metrics = part(result, "components").metrics  # the base is the first component
     arms = [a for a in KL_PLACEMENTS if a in set(metrics["label"])]
-    metrics = metrics[metrics["label"].isin(arms)].drop_duplicates(subset=["label", "seed", "step"])
+    metrics = metrics[metrics["label"].isin(arms)]
     train = metrics[metrics["reward"].notna()].copy()
     if "kl_reward/mean" in train:
         train["reward with the KL"] = train["rewards/correct/mean"] + train["kl_reward/mean"]

@@ -32,7 +32,14 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
-from grpo_lab.analysis.verdicts import COST_MARGIN, MULTIPLES, STABILITY_FIGURE, WORDS, recommendation
+from grpo_lab.analysis.verdicts import (
+    COST_MARGIN,
+    MULTIPLES,
+    STABILITY_FIGURE,
+    WORDS,
+    entropy_cell,
+    recommendation,
+)
 from grpo_lab.profiles import Profile
 
 ASPECTS = {
@@ -372,13 +379,6 @@ def direction_figures(row: dict) -> dict[str, float]:
     return {STABILITY_FIGURE: row[f"{STABILITY_FIGURE} x"], "entropy_retained": inverse}
 
 
-def _entropy(row: dict) -> str:
-    """The entropy changes of a row's arm and reference, e.g. 'entropy -42% (ref -30%)'."""
-    arm, reference = row["entropy change"], row["reference entropy change"]
-    shown = ("n/a" if not math.isfinite(v) else f"{100 * v:+.0f}%" for v in (arm, reference))
-    return "entropy {} (ref {})".format(*shown)
-
-
 def _described(source: Source, row: dict) -> str:
     """Which row measures the trick, e.g. 'length_norm (leave-one-out, 3 seeds)'."""
     reverse = ", reversed" if source.reverse else ""
@@ -407,7 +407,7 @@ def _read(
     interval = f"{_signed(row['effect'])} [{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
     shown = {
         "performance": f"{interval} {WORDS.get(row['verdict'], 'undecided')}",
-        "stability": f"{direction}: {STABILITY_FIGURE.replace('_', ' ')} {variance}, {_entropy(row)}",
+        "stability": f"{direction}: {STABILITY_FIGURE.replace('_', ' ')} {variance}, {entropy_cell(row)}",
         "cost": "n/a" if not math.isfinite(row["cost x"]) else f"x{row['cost x']:.2f}",
         "recommendation": str(row["recommendation"]),
     }
@@ -503,7 +503,7 @@ def _sentence(row: dict, aspect: str) -> str:
         return (
             f"{who} its training stability {rated}; {where} finds training {row['stability direction']}: "
             f"{row['stability figure'].replace('_', ' ')} x{row['stability x']:.2f} that of the runs "
-            f"without it, {_entropy(row)}."
+            f"without it, {entropy_cell(row)}."
         )
     if aspect == "cost":
         return (

@@ -209,6 +209,11 @@ class Trainer:
         self.start = self._start(c)
         self.model = self.policy.model
         self.tok = cast(Any, self.policy.tokenizer)  # a Hugging Face tokenizer
+        if c.kl_monitor and len(self.tok) > EXACT_KL_MAX_VOCAB:
+            raise ValueError(
+                f"kl_monitor logs the exact KL, which is computed for vocabularies of at most "
+                f"{EXACT_KL_MAX_VOCAB} tokens; this model's has {len(self.tok)}: set kl_monitor=False"
+            )
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.tau = LearnableTemperature().to(device) if c.learnable_temperature else None
         self.optimizer = self._optimizer()
