@@ -198,6 +198,8 @@ class Config:
     """replace k of the G completions of each group with duplicates of one of them"""
     fault_stale_k: int = 0
     """sample with the policy from k updates ago (the lag of asynchronous trainers); 0 disables"""
+    fault_stale_recompute: bool = False
+    """with fault_stale_k: the trainer recomputes the old log-probs (as verl's one-step off-policy)"""
     fault_sampler_dtype: str = "none"
     """sample with a lower-precision copy of the policy: none, bfloat16, float16"""
     skip_nonfinite: bool = False
@@ -525,6 +527,10 @@ def _validate_faults(c: Config) -> None:
     _check(
         not (c.fault_stale_k and c.fault_sampler_dtype != "none"),
         "incompatible switches: fault_stale_k and fault_sampler_dtype both replace the sampler; use one",
+    )
+    _check(
+        not c.fault_stale_recompute or c.fault_stale_k > 0,
+        "fault_stale_recompute recomputes a stale sampler's log-probs: it needs fault_stale_k > 0",
     )
 
 

@@ -93,8 +93,9 @@ def main() -> None:
     on_base = clean & (runs["changes"] == "")
     sweeps = clean & ~on_base & runs["changes"].map(lambda c: touches(c, KNOBS))
     tricks = clean & ~on_base & ~sweeps
-    study = alarms.fault_study(runs)
-    order = [CLEAN_CONDITION] + [condition_label(f, v) for f, levels in faults.FAULTS.items() for v in levels]
+    injected = [condition_label(f, v) for f, levels in faults.FAULTS.items() for v in levels]
+    study = alarms.fault_study(runs, injected)
+    order = [CLEAN_CONDITION, *injected]
     confusion = alarms.confusion(fired.loc[study.index], study["condition"], order)
 
     population = f"the clean runs of the study base and of each scheme (n = {int(on_base.sum())})"

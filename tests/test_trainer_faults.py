@@ -67,6 +67,19 @@ def test_stale_policy_moves_the_ratio(tiny):
     assert stale["ratio/std"].iloc[0] < 1e-5 < stale["ratio/std"].iloc[-1]  # step 0: nothing is stale yet
 
 
+def test_a_recomputed_stale_sampler_moves_the_sampler_gap_not_the_ratio(tiny):
+    """With the stale log-probs recomputed (verl's one-step off-policy), the trainer's ratio stays at 1
+    and the lag shows where the sampler IS correction reads it, in the sampler-trainer gap."""
+    stale = train(tiny(steps=4, fault_stale_k=2, fault_stale_recompute=True)).dropna(subset=["reward"])
+    assert (stale["ratio/std"] < 1e-6).all()
+    assert stale["is/logp_gap_max"].iloc[0] < 1e-6 < stale["is/logp_gap_max"].iloc[-1]
+
+
+def test_recompute_without_a_stale_sampler_is_refused(tiny):
+    with pytest.raises(ValueError, match="fault_stale_recompute .* needs fault_stale_k > 0"):
+        tiny(fault_stale_recompute=True)
+
+
 def test_non_finite_loss_stops_or_is_skipped(tiny, monkeypatch):
     """A loss that turns NaN (here: forced) stops the run, or is skipped and counted when asked."""
     loss = Objective.loss

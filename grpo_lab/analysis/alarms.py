@@ -182,11 +182,14 @@ def false_alarms(
     )
 
 
-def fault_study(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of a fault-injection design among `runs` (`collect_runs`): every faulted run, and the
-    clean runs of the same design as some faulted run (same preset, task, steps and `changes`), which
-    are its clean condition. Other clean runs (other studies) are left out."""
+def fault_study(runs: pd.DataFrame, conditions: Sequence[str] | None = None) -> pd.DataFrame:
+    """The runs of a fault-injection design among `runs` (`collect_runs`): every faulted run (with
+    `conditions`, those of these fault conditions only: a test bed that samples stale by design is no
+    injected fault), and the clean runs of the same design as one of them (same preset, task, steps and
+    `changes`), which are its clean condition. Other clean runs (other studies) are left out."""
     faulted = runs[runs["condition"] != CLEAN_CONDITION]
+    if conditions is not None:
+        faulted = faulted[faulted["condition"].isin(conditions)]
     design = ["preset", "task", "steps", "changes"]
     keys = set(faulted[design].itertuples(index=False, name=None))
     clean = runs[runs["condition"] == CLEAN_CONDITION]

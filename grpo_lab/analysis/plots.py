@@ -79,16 +79,31 @@ DIGITS = 6
 def save(fig: plt.Figure, name: str, directory: str | Path | None = None) -> Path:
     """Write a figure as NAME.png under figures/ (or `directory`, or `FIGURES_DIR`), with NAME.json,
     the data it draws (`figure_data`): the only place figures are written."""
-    default = os.environ.get(FIGURES_DIR) or project_root() / "figures"
-    out = Path(directory if directory is not None else default)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.png"
+    path = _figures_dir(directory) / f"{name}.png"
     fig.savefig(path, dpi=130, bbox_inches="tight")
     data = json.dumps(figure_data(fig), indent=1, sort_keys=True, allow_nan=False)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(data + "\n")
     tmp.replace(path.with_suffix(".json"))
     return path
+
+
+def save_markdown(text: str, name: str, directory: str | Path | None = None) -> Path:
+    """Write a table that goes with a figure as NAME.md where `save` writes the figure NAME (the index
+    of figures, figures/README.md, includes it)."""
+    path = _figures_dir(directory) / f"{name}.md"
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def _figures_dir(directory: str | Path | None) -> Path:
+    """`directory`, else `FIGURES_DIR`, else figures/ of the checkout; created if missing."""
+    default = os.environ.get(FIGURES_DIR) or project_root() / "figures"
+    out = Path(directory if directory is not None else default)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def figure_data(fig: plt.Figure) -> dict[str, Any]:

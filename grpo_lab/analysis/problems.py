@@ -5,7 +5,7 @@ targeted problem is absent measures the method's cost without its benefit; each 
 from the reference method's own runs, whether the bed has the problem.
 
 - `length_bias`: the Dr. GRPO length bias, incorrect answers growing longer under grpo's per-sequence
-  normalization than under dr_grpo's (paired on seeds, the interval above 0);
+  normalization than under dr_grpo's from their common start (paired on seeds, the interval above 0);
 - `sparse_signal`: most groups give one reward to all early in training;
 - `inconsistency`: the sampler is not the trained policy (the log-probability gap between them).
 
@@ -14,7 +14,6 @@ Each returns a `Presence`. Reads run logs only (one row per run and step, with `
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from grpo_lab.analysis.power import paired
@@ -62,19 +61,19 @@ def _edges(run: pd.DataFrame, column: str) -> tuple[float, float]:
     return float(run[column].iloc[:k].mean()), float(run[column].iloc[-k:].mean())
 
 
-def growth(runs: pd.DataFrame, column: str) -> pd.Series:
-    """Per seed: `column` over the last `EARLY` of the run minus over its first."""
+def late(runs: pd.DataFrame, column: str) -> pd.Series:
+    """Per seed: `column` over the last `EARLY` of the run."""
     train = _training(runs, column)
-    return pd.Series(
-        {seed: np.subtract(*_edges(run, column)[::-1]) for seed, run in train.groupby("seed")}, dtype=float
-    )
+    return pd.Series({seed: _edges(run, column)[1] for seed, run in train.groupby("seed")}, dtype=float)
 
 
 def length_bias(grpo: pd.DataFrame, dr_grpo: pd.DataFrame) -> Presence:
-    """The Dr. GRPO length bias: how much more the incorrect answers grow (tokens, last `EARLY` of the
-    run minus first) under grpo than under dr_grpo, paired on seeds; present when the interval lies
-    above 0."""
-    effect = paired(growth(grpo, INCORRECT_LENGTH), growth(dr_grpo, INCORRECT_LENGTH))
+    """The Dr. GRPO length bias: how much longer the incorrect answers are under grpo than under
+    dr_grpo over the last `EARLY` of the runs (tokens), paired on seeds; present when the interval lies
+    above 0. Both arms of a seed sample the same completions at step 0 (one start, one sampler
+    stream), so this is the difference of their growth from that common start; a growth measured from
+    each arm's own first `EARLY` would subtract what the arm had already changed in those steps."""
+    effect = paired(late(grpo, INCORRECT_LENGTH), late(dr_grpo, INCORRECT_LENGTH))
     return Presence(
         "length bias (Dr. GRPO)",
         effect.effect,
@@ -82,7 +81,8 @@ def length_bias(grpo: pd.DataFrame, dr_grpo: pd.DataFrame) -> Presence:
         effect.high,
         0.0,
         bool(math.isfinite(effect.low) and effect.low > 0),
-        "growth of the incorrect answers' length under grpo minus under dr_grpo (tokens), paired on seeds",
+        "incorrect answers' length late in the run under grpo minus under dr_grpo (tokens; one start), "
+        "paired on seeds",
     )
 
 

@@ -43,7 +43,11 @@ COST_MARGIN = 0.05
 ENTROPY_COLLAPSE_X = 1.5
 """a row's entropy collapses when its arm's entropy decay (`stability.entropy_decay`: the share of
 the entropy lost from the first to the last steps) is more than this multiple of the reference's,
-while the reference's entropy falls too (a multiple of a rise means nothing)"""
+while the reference's entropy falls too (a multiple of a rise means nothing), and is at least
+`ENTROPY_COLLAPSE_FLOOR`"""
+ENTROPY_COLLAPSE_FLOOR = 0.3
+"""the least share of its entropy an arm must lose for its row to be marked a collapse: a loss of 14%
+against the reference's 5% is a ratio of 2.8 but no collapse"""
 MULTIPLES = ("kl_volatility", "grad_spikes", "clip_rate", "reward_variance")
 """the stability figures the full table (`markdown`) shows as multiples arm / reference"""
 STABILITY_COLUMNS = (*MULTIPLES, "entropy_decay")
@@ -184,10 +188,12 @@ def direction_differs(headline: Sequence[float], greedy: Sequence[float]) -> boo
 
 
 def entropy_collapse(arm: pd.Series, reference: pd.Series) -> bool:
-    """Whether the arm's entropy decay (`stability.entropy_decay`, per run) is more than
-    `ENTROPY_COLLAPSE_X` times the reference's, the reference's entropy falling (mean decay > 0)."""
+    """Whether the arm's entropy decay (`stability.entropy_decay`, per run) is at least
+    `ENTROPY_COLLAPSE_FLOOR` and more than `ENTROPY_COLLAPSE_X` times the reference's, the reference's
+    entropy falling (mean decay > 0)."""
     lost = float(reference.mean()) if reference.notna().any() else math.nan
-    return bool(lost > 0 and _ratio(arm, reference) > ENTROPY_COLLAPSE_X)
+    own = float(arm.mean()) if arm.notna().any() else math.nan
+    return bool(lost > 0 and own >= ENTROPY_COLLAPSE_FLOOR and _ratio(arm, reference) > ENTROPY_COLLAPSE_X)
 
 
 class Headline(NamedTuple):

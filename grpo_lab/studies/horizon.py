@@ -1,9 +1,13 @@
 """The long-horizon study (notebook 05): the study base (`studies.base`) trained long at several
 learning rates. Measures: the training and validation curves, how far the entropy falls (start, end,
 decay rate), the path in the entropy-reward plane, each run's best and final validation accuracy, the
-diagnostic rules that fire, and whether the early training reward predicts the final validation
-accuracy (rank correlation across and within learning rates). `settings` / `design` / `run`, then
-`entropy`, `peaks`, `diagnostics`, `early_versus_final` and the figures (`figure`, `figure_phase`)."""
+diagnostic rules that fire. `settings` / `design` / `run`, then `entropy`, `peaks`, `diagnostics` and
+the figures (`figure`, `figure_phase`).
+
+Then the pilot that fixes the horizon of the long-horizon verdicts (Evaluation guide §6.5 and §10:
+cover the phase where the entropy clearly falls; judge no method by its early reward):
+`pilot_settings`, `pilot_design`, `pilot`, and `stored_horizon`, the horizon its stored runs fix
+(`studies.long_verdicts`, notebook 15, compares the schemes there)."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +21,9 @@ from grpo_lab.analysis.scores import GREEDY, HEADLINE
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point, grid_points
+from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.profiles import Budget, Profile
+from grpo_lab.runlog import read_metrics
 from grpo_lab.studies.base import base, described
 from grpo_lab.studies.designs import for_profile
 
@@ -36,9 +42,9 @@ PHASE_SMOOTH = 20
 """the entropy-reward path: trailing mean over this many steps"""
 
 
-PILOT = Budget(seeds=(0, 1, 2), steps=500, eval_every=20)
+PILOT = Budget(seeds=(0, 1, 2), steps=1000, eval_every=20)
 """the pilot that fixes the long horizon (Evaluation guide §6.5: cover the phase where entropy clearly
-falls): the study base at its own learning rate over 3 seeds and 500 steps, validated every 20 steps
+falls): the study base at its own learning rate over 3 seeds and 1000 steps, validated every 20 steps
 from step 0 so that the curve shows when a run turns"""
 ENTROPY_FALL = 0.4
 """the entropy must have fallen by this share of its start (trailing mean over `FALL_WINDOW` steps)"""
@@ -131,32 +137,6 @@ def diagnostics(result: SweepResult) -> tuple[plt.Figure, pd.DataFrame]:
     return fig, findings
 
 
-def early_versus_final(metrics: pd.DataFrame, early_frac: float) -> tuple[plt.Figure, pd.DataFrame]:
-    """Each run's mean training reward over the first `early_frac` of its steps against its final
-    validation accuracy, with Spearman's rank correlation across all runs and within a learning
-    rate (`horizon.rank_correlation`)."""
-    early = horizon.early_and_final(
-        metrics, by=PARAM, early="reward", final="val/accuracy", early_frac=early_frac
-    )
-    correlations = {
-        "across all runs": horizon.rank_correlation(early["early"], early["final"]),
-        "within a learning rate": horizon.rank_correlation(
-            early["early"], early["final"], groups=early[PARAM]
-        ),
-    }
-    fig = plots.correlation_scatter(
-        early,
-        "early",
-        "final",
-        PARAM,
-        correlations,
-        xlabel=f"mean training reward over the first {early_frac:.0%} of steps",
-        ylabel="final validation accuracy (fraction correct)",
-        title=f"early reward against final validation accuracy (Spearman), {described()}",
-    )
-    return fig, pd.DataFrame(correlations.values(), index=list(correlations))
-
-
 def pilot_settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
     """The pilot's profile: `PILOT` under the full profile, the smoke profile's few otherwise."""
     return PILOT.settings(profile, seeds, steps)
@@ -206,3 +186,18 @@ def figure_pilot(metrics: pd.DataFrame, settings: Profile, table: pd.DataFrame) 
             if pd.notna(step):
                 ax.axvline(step, color="grey", ls=style, lw=1)
     return fig
+
+
+def stored_horizon(settings: Profile, root: str | Path | None) -> int | None:
+    """The horizon the pilot's runs under `settings` fix (`pilot`), read from the store `root`; None
+    when any of them is not current there (or `root` is None) or the pilot fixes none."""
+    if root is None:
+        return None
+    frames = []
+    for point in pilot_design(settings):
+        for seed in settings.seeds:
+            path = run_dir(point.config.replace(seed=seed), root)
+            if not is_current(path):
+                return None
+            frames.append(read_metrics(path).assign(seed=seed, **point.columns))
+    return pilot(pd.concat(frames, ignore_index=True))[1]

@@ -241,6 +241,36 @@ def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     return verdicts.compare(scored, rows, margin=margin, reference_gain=learned)
 
 
+def verdict_rule(settings: Profile, margin: float) -> verdicts.Rule | None:
+    """The sequential rule the study follows under `settings` (`sequential_seeds`) as a verdict
+    table applies it: the plan it builds (`rule`: first look at `power.MIN_SEEDS` seeds, `LOOK_BLOCK`
+    seeds between looks, the profile's seeds as the cap) and the looks it makes (`looks`), with the
+    table's one `margin`; None when the profile has fewer seeds than a look needs (the smoke
+    profile's two), so the rule never looks. The study judges each look against grpo's gain over that
+    look's seeds; a table judges every row against grpo's gain over all its seeds, so a comparison the
+    study stopped as 'no difference' reads 'undecided' where that margin is narrower (the other
+    decisions exclude 0 whatever the margin)."""
+    cap = len(settings.seeds)
+    if cap < MIN_SEEDS:
+        return None
+    return verdicts.Rule(rule(margin, cap), looks(settings))
+
+
+def rule_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
+    """The verdict rows of a run of the design (`arms`) as the verdict table decides them: by the
+    sequential rule (`verdict_rule` under `settings`, the settings it was run with) against
+    `MARGIN_OF_GAIN` times the reference's gain over its runs; plain paired rows under a profile too
+    small for a look."""
+    scored = scores(result)
+    learned = verdicts.gain(scored[scored["label"] == REFERENCE])
+    margin = MARGIN_OF_GAIN * learned
+    rows = arms(set(scored["label"]))
+    chosen = verdict_rule(settings, margin)
+    if chosen is None:
+        return verdicts.compare(scored, rows, margin=margin, reference_gain=learned)
+    return verdicts.compare(scored, rows, reference_gain=learned, protocol="sequential", rule=chosen)
+
+
 def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:
     """The verdict table as a forest plot (`paired.forest`)."""
     return paired.forest(

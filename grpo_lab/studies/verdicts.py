@@ -6,7 +6,7 @@
 one, `studies.ablations`). It asks for those studies' designs under their own settings, so their
 runs are shared through the store and, after notebooks 02 and 03, this one only loads. Every row's
 margin is `analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain over its run, and `MDE / gain` its MDE
-over that gain. The scheme rows are decided by the scheme study's own sequential rule (`scheme_rule`)
+over that gain. The scheme rows are decided by the scheme study's own sequential rule (`schemes.verdict_rule`)
 on its adjusted interval, not re-decided on a plain 95% one; every row shows the paired effect on
 greedy accuracy beside the headline one.
 
@@ -20,15 +20,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import verdicts
-from grpo_lab.analysis.plots import project_root
-from grpo_lab.analysis.power import MIN_SEEDS
+from grpo_lab.analysis import plots, verdicts
 from grpo_lab.analysis.scores import examine as score_examination
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
-from grpo_lab.runlog import write_text_atomic
 from grpo_lab.studies import ablations, cost, paired, schemes, screen
 
 DESIGNS = ("schemes", "screen", "conflicts", "tricks", "cost")
@@ -146,38 +143,23 @@ def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
     return score_examination(results["screen"].metrics, grpo[grpo["label"] == schemes.REFERENCE])
 
 
-def scheme_rule(settings: Profile, margin: float) -> verdicts.Rule | None:
-    """The sequential rule the scheme study follows under `settings` (`schemes.sequential_seeds`):
-    the plan it builds (first look at `power.MIN_SEEDS` seeds, `schemes.LOOK_BLOCK` seeds between
-    looks, the profile's seeds as the cap; a margin of at least `schemes.MIN_MARGIN`) and the looks
-    it makes (`schemes.looks`), with the table's one `margin`; None when the profile has fewer seeds
-    than a look needs (the smoke profile's two), so the rule never looks. The study judges each look
-    against grpo's gain over that look's seeds; the table judges every row against grpo's gain over
-    all its seeds, so a comparison the study stopped as 'no difference' reads 'undecided' where that
-    margin is narrower (the other decisions exclude 0 whatever the margin)."""
-    cap = len(settings.seeds)
-    if cap < MIN_SEEDS:
-        return None
-    return verdicts.Rule(schemes.rule(margin, cap), schemes.looks(settings))
-
-
 def table(
     scored: Mapping[str, pd.DataFrame],
     margin: float | None = None,
     settings: Mapping[str, Profile] | None = None,
 ) -> pd.DataFrame:
-    """The verdict table: the schemes against grpo and, where a scheme also changes what is not its mechanism,
-    against its matched comparator (`schemes.arms`), the screen's factors, the conflicts against grpo,
-    then the confirmed tricks (all on against all but that one). Every row's reference gain is grpo's
-    (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to `MARGIN_OF_GAIN`
-    times it, the screen's included. The scheme rows are the scheme study's sequential rule's decisions
-    (`scheme_rule` under `settings['schemes']`, the study's settings: required, as they fix the rule's
-    looks and cap; protocol 'sequential'); under a profile too small for a look they are plain paired
-    comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry its main effects on
-    greedy accuracy beside the headline ones. A row's `cost x` is the step-time multiple the cost study
-    measured for its scheme, trick or conflict (08: interleaved rounds on one thread, so the machine's
-    load cancels); a row the cost study does not time (the screen's group_reward_norm, which is grpo's
-    own advantage) keeps its runs' own ratio."""
+    """The verdict table: the schemes against grpo and, where a scheme also changes what is not its
+    mechanism, against its matched comparator (`schemes.arms`), the screen's factors, the conflicts
+    against grpo, then the confirmed tricks (all on against all but that one). Every row's reference gain
+    is grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
+    `MARGIN_OF_GAIN` times it, the screen's included. The scheme rows are the scheme study's sequential
+    rule's decisions (`schemes.verdict_rule` under `settings['schemes']`, the study's settings: required,
+    as they fix the rule's looks and cap; protocol 'sequential'); under a profile too small for a look
+    they are plain paired comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry
+    its main effects on greedy accuracy beside the headline ones. A row's `cost x` is the step-time
+    multiple the cost study measured for its scheme, trick or conflict (08: interleaved rounds on one
+    thread, so the machine's load cancels); a row the cost study does not time (the screen's
+    group_reward_norm, which is grpo's own advantage) keeps its runs' own ratio."""
     if settings is None or "schemes" not in settings:
         raise ValueError(
             "the scheme rows follow the scheme study's sequential rule, whose looks and cap come from "
@@ -196,7 +178,7 @@ def table(
     screened = scored["screen"].rename(columns={"seed": "run_seed", "block": "seed"})
     effects = screen.main_effects(screened, chosen, reference_gain=learned)
     on_greedy = screen.main_effects(screened.assign(score=screened["greedy"]), chosen, reference_gain=learned)
-    rule = scheme_rule(settings["schemes"], chosen)
+    rule = schemes.verdict_rule(settings["schemes"], chosen)
     if rule is None:
         by_scheme = verdicts.compare(scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned)
     else:
@@ -236,9 +218,5 @@ def figure(verdict_table: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.
 
 def save_markdown(verdict_table: pd.DataFrame, name: str) -> Path:
     """Write the table as markdown (`analysis.verdicts.table_markdown`, the columns of
-    `TABLE_COLUMNS`) to figures/<name>.md, next to its figure: the index of figures
-    (figures/README.md) includes it."""
-    path = project_root() / "figures" / f"{name}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, verdicts.table_markdown(verdict_table))
-    return path
+    `TABLE_COLUMNS`) next to its figure (`plots.save_markdown`)."""
+    return plots.save_markdown(verdicts.table_markdown(verdict_table), name)

@@ -288,10 +288,17 @@ def corrupt_rewards(
 
 class Sampler:
     """Which weights sample: the policy itself or, under fault injection, the policy of k updates
-    ago (asynchronous lag) or a lower-precision copy (sampler-trainer mismatch)."""
+    ago (asynchronous lag) or a lower-precision copy (sampler-trainer mismatch). `recompute`: the
+    trainer recomputes a stale sampler's log-probs (verl's one-step off-policy trainer) instead of
+    taking them as the old ones."""
 
     def __init__(
-        self, policy: torch.nn.Module, stale_k: int, dtype: str, suppresses_eos: bool = False
+        self,
+        policy: torch.nn.Module,
+        stale_k: int,
+        dtype: str,
+        suppresses_eos: bool = False,
+        recompute: bool = False,
     ) -> None:
         self.copy: torch.nn.Module | None = None
         if stale_k or dtype != "none":
@@ -300,6 +307,7 @@ class Sampler:
             self.copy.to(getattr(torch, dtype))
         self.history: collections.deque[dict[str, Tensor]] = collections.deque(maxlen=stale_k + 1)
         self.stale = stale_k > 0
+        self.recompute = recompute
         self.suppresses_eos = suppresses_eos
 
     def weights(self, policy: torch.nn.Module) -> torch.nn.Module:
@@ -315,12 +323,13 @@ class Sampler:
 
     def behaviour_logp(self, rollout: Rollout, needed: bool) -> Tensor | None:
         """The old policy's log-probs (N, T) from the sampler itself, or None when the trainer must
-        compute them. A stale sampler's are the only ones an asynchronous trainer has, needed or not.
+        compute them. A stale sampler's are the only ones an asynchronous trainer has, needed or not,
+        unless it recomputes them (`recompute`): the stale ones then enter the IS correction alone.
         When the sampler is the policy itself and its EOS is never suppressed, its log-probs are the
         same computation as a forward pass of the policy (same weights, same temperature per row), so
         that pass would buy nothing; a lower-precision copy or a suppressed EOS makes them differ, and
         then the trainer recomputes them (`needed`: the objective uses the old log-probs at all)."""
-        if self.stale:
+        if self.stale and not self.recompute:
             return rollout.sampler_logp
         if needed and self.copy is None and not self.suppresses_eos:
             return rollout.sampler_logp

@@ -224,7 +224,9 @@ class Trainer:
         self.ent_ctl = entropy_controller(c)
         self.generator = torch.Generator(device).manual_seed(c.seed)
         self.fault_gen = torch.Generator().manual_seed(c.seed + 1)  # faults never shift the sampler's stream
-        self.sampler = Sampler(self.model, c.fault_stale_k, c.fault_sampler_dtype, c.fault_long_frac > 0)
+        self.sampler = Sampler(
+            self.model, c.fault_stale_k, c.fault_sampler_dtype, c.fault_long_frac > 0, c.fault_stale_recompute
+        )
         self.reward_weights = c.reward_weights or (1.0,) * len(reward_names)
         self.sampling = Sampling(
             policy=self.model,

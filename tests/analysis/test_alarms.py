@@ -116,6 +116,9 @@ def test_fault_study_keeps_the_faulted_runs_and_the_clean_runs_of_their_design(s
     # c changes the learning rate and f's design (13 steps) has no clean run: neither is a clean run of it
     assert list(study["run"]) == ["a", "b", "d", "e", "f"]
     assert alarms.fault_study(runs[runs["condition"] == "clean"]).empty
+    # only the named conditions are injected faults: f (repeat_k=2) and the clean runs of its design go
+    only = alarms.fault_study(runs, ["reward_sigma=1.0"])
+    assert list(only["run"]) == ["a", "b", "d", "e"]
 
 
 # --- rates --------------------------------------------------------------------------------------------

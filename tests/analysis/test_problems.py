@@ -18,11 +18,12 @@ def runs(seeds: int = 4, steps: int = 20, **columns) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_the_length_bias_is_present_when_grpos_incorrect_answers_grow_more():
+def test_the_length_bias_is_present_when_grpos_incorrect_answers_end_longer_from_one_start():
     grpo = runs(**{problems.INCORRECT_LENGTH: lambda s, t: 20 + 0.5 * t + 0.1 * s})
     dr = runs(**{problems.INCORRECT_LENGTH: lambda s, t: 20 + 0.1 * t + 0.02 * s * t})
     found = problems.length_bias(grpo, dr)
-    assert found.present and found.low > 0 and found.value == pytest.approx(0.4 * 16 - 0.02 * 16 * 1.5)
+    # the last 4 of 20 steps (t = 16..19): grpo 28.75 + 0.1 s, dr_grpo 21.75 + 0.35 s, over seeds 0-3
+    assert found.present and found.low > 0 and found.value == pytest.approx(7 - 0.25 * 1.5)
     assert not problems.length_bias(dr, grpo).present  # the other way round: no bias
 
 

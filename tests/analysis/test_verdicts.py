@@ -258,6 +258,7 @@ def test_entropy_collapse_is_a_decay_far_beyond_the_references():
     assert verdicts.entropy_collapse(pd.Series([0.6, 0.62]), pd.Series([0.3, 0.31]))
     assert not verdicts.entropy_collapse(pd.Series([0.4, 0.42]), pd.Series([0.3, 0.31]))  # x1.35
     assert not verdicts.entropy_collapse(pd.Series([-0.3]), pd.Series([-0.1]))  # the reference's rose
+    assert not verdicts.entropy_collapse(pd.Series([0.14]), pd.Series([0.05]))  # x2.8, but 14% is no collapse
     grpo = [0.50, 0.60, 0.55, 0.65]
     runs = pd.concat(
         [

@@ -1,14 +1,19 @@
-"""The studies of notebooks 01, 04 and 05 derive from the study base and their profiles carry the
+"""The studies of notebooks 01, 04, 05 and 15 derive from the study base and their profiles carry the
 settings their runs use (seeds, steps, validation prompts), which the index of figures reads."""
+
+import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from grpo_lab import studies
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
-from grpo_lab.runlog import RunWriter
-from grpo_lab.studies import baseline, faults, horizon
+from grpo_lab.experiments.store import BEHAVIOUR, expected_start, run_dir
+from grpo_lab.profiles import STORE_ENV
+from grpo_lab.runlog import CONFIG, METRICS, SUMMARY, RunWriter, seal
+from grpo_lab.studies import baseline, faults, horizon, long_verdicts, schemes
 
 
 def test_baseline_runs_the_study_base_of_its_profile():
@@ -85,10 +90,11 @@ def test_horizon_profile_keeps_its_own_seeds_and_trims_the_rates_in_smoke():
     assert smoke.seeds == (0, 1) and len(horizon.design(smoke)) == horizon.SMOKE_KEEP
 
 
-def test_the_pilot_fixes_the_horizon_only_when_entropy_fell_and_the_knee_passed():
+def pilot_logs(seeds=(0, 1, 2)) -> pd.DataFrame:
+    """500 steps per seed whose entropy halves at step 200 and whose headline rises to step 300."""
     steps = np.arange(0, 501)
     rows = []
-    for seed in (0, 1, 2):
+    for seed in seeds:
         entropy = np.where(steps < 200, 0.3, 0.15)  # halves at step 200
         headline = 0.1 + 0.3 * np.minimum(steps, 300) / 300  # rises to step 300, flat after
         for step in steps:
@@ -96,7 +102,11 @@ def test_the_pilot_fixes_the_horizon_only_when_entropy_fell_and_the_knee_passed(
             if step % 20 == 0:
                 row |= {"val/sampled_accuracy": headline[step], "val/accuracy": 0.5 + headline[step]}
             rows.append(row)
-    metrics = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def test_the_pilot_fixes_the_horizon_only_when_entropy_fell_and_the_knee_passed():
+    metrics = pilot_logs()
     table, steps_fixed = horizon.pilot(metrics)
     entropy_rows = table[table["reading"] == "entropy"]
     assert len(entropy_rows) == 3 and (entropy_rows["fall_step"] > 200).all()
@@ -115,6 +125,39 @@ def test_the_horizon_notebook_also_trains_the_pilot():
     runs = horizon.runs(horizon.design(full), full)
     pilot = [c for c in runs if c.eval_every == horizon.PILOT.eval_every]
     assert len(runs) == len(horizon.LEARNING_RATES) + len(horizon.PILOT.seeds)
-    assert {c.seed for c in pilot} == set(horizon.PILOT.seeds) and {c.steps for c in pilot} == {
-        horizon.PILOT.steps
-    }
+    assert {c.seed for c in pilot} == set(horizon.PILOT.seeds)
+    assert {c.steps for c in pilot} == {horizon.PILOT.steps}
+
+
+def test_the_long_verdicts_compare_every_scheme_at_the_horizon_the_stored_pilot_fixes(tmp_path, monkeypatch):
+    monkeypatch.setenv(STORE_ENV, str(tmp_path))
+    before = long_verdicts.settings("full")
+    assert before.steps == horizon.PILOT.steps  # nothing stored: the pilot's length, an upper bound
+    runs = long_verdicts.runs(long_verdicts.design(before), before, tmp_path)
+    long = [c for c in runs if c.eval_every == long_verdicts.EVAL_EVERY]
+    assert len(runs) == len(horizon.PILOT.seeds) + len(long)  # the pilot first
+    assert {c.preset for c in long} == set(schemes.SCHEMES)
+    assert len(long) == len(schemes.SCHEMES) * len(long_verdicts.SEEDS)
+    with pytest.raises(ValueError, match="the pilot has fixed no horizon"):
+        long_verdicts.run(long_verdicts.design(before), before)
+    logs = pilot_logs(horizon.PILOT.seeds)
+    for point in horizon.pilot_design(horizon.pilot_settings("full")):
+        for seed in horizon.PILOT.seeds:
+            store_run(point.config.replace(seed=seed), tmp_path, logs[logs["seed"] == seed])
+    after = long_verdicts.settings("full")
+    assert after.steps == 300 == horizon.stored_horizon(horizon.pilot_settings("full"), tmp_path)
+    assert {p.config.steps for p in long_verdicts.design(after)} == {300}
+
+
+def store_run(config: Config, root, metrics: pd.DataFrame) -> None:
+    """A sealed run of `config` with these logs, recorded as starting from today's weights."""
+    path = run_dir(config, root)
+    path.mkdir(parents=True)
+    start = {"init_sha256": expected_start(config.to_dict()), "reference_sha256": None}
+    (path / CONFIG).write_text(json.dumps({"config": config.to_dict(), "start": start}))
+    rows = metrics.drop(columns="seed").to_dict("records")
+    (path / METRICS).write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if v == v}) + "\n" for r in rows)
+    )
+    (path / SUMMARY).write_text("{}")
+    seal(path, BEHAVIOUR)

@@ -22,6 +22,7 @@ from grpo_lab.studies import (
     faults,
     horizon,
     kl_estimators,
+    long_verdicts,
     paired,
     schemes,
     screen,
@@ -42,6 +43,7 @@ STUDIES = (
     claims,
     verdicts,
     your_task,
+    long_verdicts,
 )
 SEVERAL_SETTINGS = (claims, verdicts)
 """the studies with one settings per design: their settings and design are dicts with the same keys"""

@@ -73,7 +73,7 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     # one margin everywhere: the screen's rows and the conflicts' are judged against grpo's gain too
     np.testing.assert_allclose(table["margin"], margin)
     np.testing.assert_allclose(table["gain"], analysis_verdicts.gain(grpo))
-    rule = verdicts.scheme_rule(settings["schemes"], margin)
+    rule = schemes.verdict_rule(settings["schemes"], margin)
     assert rule is not None and rule.plan == plan and rule.looks == schemes.looks(settings["schemes"])
 
 
@@ -93,7 +93,7 @@ def test_the_table_needs_the_settings_that_fix_the_rule_and_a_small_profile_neve
     with pytest.raises(ValueError, match="pass this study's settings"):
         verdicts.table(scored())
     smoke = verdicts.settings("smoke")
-    assert verdicts.scheme_rule(smoke["schemes"], 0.01) is None  # two seeds: no look
+    assert schemes.verdict_rule(smoke["schemes"], 0.01) is None  # two seeds: no look
     data = scored()
     data["schemes"] = data["schemes"][data["schemes"]["seed"] < 2]
     rows = verdicts.table(data, settings=smoke).set_index("row")

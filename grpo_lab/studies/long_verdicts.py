@@ -1,0 +1,144 @@
+"""The long-horizon verdicts (notebook 15; Evaluation guide §6.5 and §10: training must cover the phase
+where the policy entropy clearly falls, and no method is judged by its early reward): every scheme of
+the scheme study (`studies.schemes`) against grpo and against its matched comparator, on the study
+base, at the horizon the pilot of notebook 05 fixed (`horizon.pilot`: the entropy down 40% and the
+headline past its knee), paired on seeds under the scheme study's sequential rule, validated from
+step 0 so that the curves show when a run turns. Each verdict is then set beside its 60-step one
+(notebook 03's runs; `analysis.reversals`), and whether the early training reward predicts the end
+is read on these runs.
+
+- `settings` / `design` / `runs` / `run`: the profile of the stored pilot's horizon, the scheme
+  study's design there, its runs under the sequential rule;
+- `table`, `figure` (the forest plot), `figure_curves`, `by_horizon` (for
+  `analysis.reversals.matrix`), `early_versus_final`."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from grpo_lab.analysis import horizon as trajectories
+from grpo_lab.analysis import plots
+from grpo_lab.analysis.scores import GREEDY, HEADLINE
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import PROFILES, Budget, Profile
+from grpo_lab.studies import horizon, schemes
+from grpo_lab.studies.base import described
+
+SEEDS = tuple(range(6))
+"""paired seeds at most, under the scheme study's sequential rule (looks at 3 and 6 seeds)"""
+EVAL_EVERY = 25
+"""validation every this many steps from step 0, so that the curves show when a run turns, early as
+late"""
+CURVES = (HEADLINE.metric, GREEDY.metric, "val/pass@4", "entropy", "kl/exact", "completions/mean_length")
+"""the curves drawn per scheme"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: under the full profile, up to `SEEDS` of `steps` steps (default: the
+    horizon the pilot's runs in the profile's store fix, `horizon.stored_horizon`; the pilot's length,
+    an upper bound for `grpo-lab plan`, while they fix none), validated every `EVAL_EVERY`; the smoke
+    profile's few otherwise."""
+    if steps is None and profile == "full":
+        pilot = horizon.pilot_settings(profile)
+        steps = horizon.stored_horizon(pilot, PROFILES[profile].runs_dir()) or pilot.steps
+    return Budget(SEEDS, steps or horizon.PILOT.steps, EVAL_EVERY).settings(profile, seeds, steps)
+
+
+def design(settings: Profile) -> list[Point]:
+    """Every scheme of the scheme study and its matched comparator (`schemes.design`) at the horizon."""
+    return schemes.design(settings)
+
+
+def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
+    """The pilot's runs (`horizon`, so that the plan prices it before the horizon it fixes), then the
+    design's under the sequential rule (`schemes.runs`, against the store `root`; None: an empty
+    one)."""
+    pilot = horizon.pilot_settings(settings.name)
+    fixing = [p.config.replace(seed=s) for p in horizon.pilot_design(pilot) for s in pilot.seeds]
+    return fixing + schemes.runs(points, settings, root)
+
+
+def run(points: Sequence[Point], settings: Profile, **options: Any) -> SweepResult:
+    """Train (or load) the design look by look under the sequential rule (`schemes.run`), once the
+    stored pilot has fixed the horizon under the full profile (an error otherwise: the runs would
+    have the pilot's length, not the horizon's). `options` as for `experiments.execute`."""
+    if settings.name == "full":
+        pilot = horizon.pilot_settings(settings.name)
+        fixed = horizon.stored_horizon(pilot, settings.runs_dir())
+        if fixed is None:
+            raise ValueError(
+                "the pilot has fixed no horizon (not stored, its entropy never fell far enough, or its "
+                "knee lies in its last part: see horizon.pilot): lengthen horizon.PILOT and train it first"
+            )
+        if fixed != settings.steps:
+            raise ValueError(f"the pilot fixes {fixed} steps, these settings have {settings.steps}")
+    return schemes.run(points, settings, **options)
+
+
+def table(result: SweepResult, settings: Profile) -> pd.DataFrame:
+    """The verdict rows at the horizon (`schemes.rule_table`: the sequential rule against grpo's own
+    gain at this horizon)."""
+    return schemes.rule_table(result, settings)
+
+
+def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """The verdict rows as a forest plot (`schemes.figure`: its title names the steps, the horizon)."""
+    return schemes.figure(verdict_table, settings)
+
+
+def title(settings: Profile) -> str:
+    """What the study's figures say their runs are: the start, the bed and the steps."""
+    return f"schemes at the long horizon, {described(settings)}, {settings.steps} steps"
+
+
+def figure_curves(result: SweepResult, settings: Profile) -> plt.Figure:
+    """The `CURVES` per scheme: mean and 95% t-interval over seeds (training curves smoothed over
+    `horizon.SMOOTH` logged steps, validation never)."""
+    shown = [m for m in CURVES if m in result.metrics]
+    return plots.curves(result.metrics, shown, by="label", smooth=horizon.SMOOTH, title=title(settings))
+
+
+def by_horizon(
+    short: SweepResult, short_settings: Profile, long: SweepResult, settings: Profile
+) -> dict[str, pd.DataFrame]:
+    """The scheme verdicts at the scheme study's horizon (notebook 03's runs, under their settings) and
+    at the long one (`schemes.rule_table` each: the sequential rule against that horizon's own grpo
+    gain), keyed 'short, N steps' and 'long, M steps' (`analysis.reversals.matrix` reads the second
+    against the first)."""
+    return {
+        f"short, {short_settings.steps} steps": schemes.rule_table(short, short_settings),
+        f"long, {settings.steps} steps": schemes.rule_table(long, settings),
+    }
+
+
+def early_versus_final(
+    result: SweepResult, settings: Profile, early_frac: float
+) -> tuple[plt.Figure, pd.DataFrame]:
+    """Each run's mean training reward over the first `early_frac` of its steps against its final
+    validation accuracy, with Spearman's rank correlation across all runs and within a scheme
+    (`analysis.horizon.rank_correlation`)."""
+    early = trajectories.early_and_final(
+        result.metrics, by="label", early="reward", final="val/accuracy", early_frac=early_frac
+    )
+    correlations = {
+        "across all runs": trajectories.rank_correlation(early["early"], early["final"]),
+        "within a scheme": trajectories.rank_correlation(
+            early["early"], early["final"], groups=early["label"]
+        ),
+    }
+    fig = plots.correlation_scatter(
+        early,
+        "early",
+        "final",
+        "label",
+        correlations,
+        xlabel=f"mean training reward over the first {early_frac:.0%} of steps",
+        ylabel="final validation accuracy (fraction correct)",
+        title=f"early reward against final validation accuracy (Spearman), {title(settings)}",
+    )
+    return fig, pd.DataFrame(correlations.values(), index=list(correlations))

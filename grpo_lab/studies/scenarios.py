@@ -1,0 +1,233 @@
+"""The scenario study (notebook 14): the scheme comparison of `studies.schemes` repeated on test beds
+built so that the problem a scenario of the Evaluation guide §8 names is present (`docs/sources.md`:
+"conclusions depend on model scale, data distribution and reward design; relative rankings can
+reverse between environments"), each bed with a check of that problem computed from its own grpo runs
+(`analysis.problems`), never assumed:
+
+- `long answers`: the base's answers run to 47 tokens and the bed allows 40, so the worked-out style
+  is cut off and wrong: long incorrect answers, which grpo's per-sequence normalization penalizes less
+  per token than dr_grpo's (the Dr. GRPO length bias, `problems.length_bias`);
+- `sparse reward`: groups of 4 (16 prompts, the same 64 completions a step), so most groups give one
+  reward to all early on (`problems.sparse_signal`);
+- `asynchronous sampler`: the sampler is the policy of one step ago and the trainer recomputes the old
+  log-probs (verl's one-step off-policy trainer), so the sampler's log-probs depart from the trained
+  policy's and the sampler IS corrections have a lag to correct (`problems.inconsistency`).
+
+Every bed is the study base with its `Scenario.changes` and nothing else; its arms are the scheme
+study's (each scheme, with its matched comparator) on the bed, judged under the scheme study's
+sequential rule against the bed's own grpo gain. The verdict matrix sets each scheme row beside the
+base's (notebook 03's runs) with the change between them (`analysis.reversals`): the Evaluation
+guide's "rankings can reverse between environments", measured.
+
+- `settings` / `design` / `runs` / `run`: the profile of `FULL`, one scheme design per bed;
+- `presence`: the problem-present checks; `tables`: each bed's verdict table; `matrix`: every scheme
+  row on the base and on each bed, with its change from the base;
+- `figure_presence`, `figure` (the matrix), `matrix_markdown` (written next to the matrix's figure)."""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from grpo_lab.analysis import problems, reversals, verdicts
+from grpo_lab.analysis.problems import Presence
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies import schemes
+from grpo_lab.studies.base import described
+
+REFERENCE = schemes.REFERENCE
+BASE = "base"
+"""the column of the study base (notebook 03's runs) in the matrix"""
+
+
+def _length_bias(metrics: pd.DataFrame) -> Presence:
+    return problems.length_bias(_arm(metrics, REFERENCE), _arm(metrics, "dr_grpo"))
+
+
+def _sparse(metrics: pd.DataFrame) -> Presence:
+    return problems.sparse_signal(_arm(metrics, REFERENCE))
+
+
+def _inconsistent(metrics: pd.DataFrame) -> Presence:
+    return problems.inconsistency(_arm(metrics, REFERENCE))
+
+
+def _arm(metrics: pd.DataFrame, label: str) -> pd.DataFrame:
+    runs = metrics[metrics["label"] == label]
+    if runs.empty:
+        raise ValueError(
+            f"the check needs the runs of {label!r}; the bed has {sorted(set(metrics['label']))}"
+        )
+    return runs
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A test bed of the Evaluation guide §8 and the check that its problem is present."""
+
+    changes: tuple[tuple[str, Any], ...]
+    """what the bed changes relative to the study base, as (field, value) pairs"""
+    guide: str
+    """the scenario as the Evaluation guide §8 names it"""
+    check: Callable[[pd.DataFrame], Presence]
+    """whether the problem is present, from the bed's runs (`analysis.problems`)"""
+    needs: tuple[str, ...] = (REFERENCE,)
+    """the arms the check reads; the design always trains them"""
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "long answers": Scenario(
+        (("max_completion_length", 40),),
+        "long answers dominate: mind the loss coefficients and sequence-level advantages",
+        _length_bias,
+        (REFERENCE, "dr_grpo"),
+    ),
+    "sparse reward": Scenario(
+        (("group_size", 4), ("prompts_per_step", 16)),
+        "sparse rewards, little within-group discrimination: group size matters",
+        _sparse,
+    ),
+    "asynchronous sampler": Scenario(
+        (("fault_stale_k", 1), ("fault_stale_recompute", True)),
+        "strict train-inference consistency: the sampler is not the trained policy",
+        _inconsistent,
+    ),
+}
+"""the beds, each the study base with its changes"""
+FULL = Budget(seeds=tuple(range(6)), steps=60, eval_every=5, scored_tail=True)
+"""under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail),
+up to 6 paired seeds under its sequential rule (looks at 3 and 6) rather than the base's 9: at their
+caps the three beds cost twice the base's study (every bed keeps every arm, under the smoke profile
+too, with the smoke profile's arms of the scheme study and what its check reads)"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+    `seeds` and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
+
+
+def arms(settings: Profile, scenario: Scenario) -> tuple[str, ...]:
+    """The schemes a bed compares: the scheme study's (`schemes.compared`) and those its check needs,
+    in the order of `schemes.SCHEMES`."""
+    wanted = {*schemes.compared(settings), *scenario.needs}
+    return tuple(s for s in schemes.SCHEMES if s in wanted)
+
+
+def design(settings: Profile) -> dict[str, list[Point]]:
+    """Per bed, the scheme study's design (`schemes.design`: each scheme and its matched comparator)
+    with the bed's changes on every arm."""
+    return {
+        name: schemes.design(settings, arms(settings, scenario), **dict(scenario.changes))
+        for name, scenario in SCENARIOS.items()
+    }
+
+
+def runs(
+    designs: Mapping[str, Sequence[Point]], settings: Profile, root: str | Path | None = None
+) -> list[Config]:
+    """The runs every bed needs under the scheme study's sequential rule (`schemes.runs`, against the
+    store `root`; None: an empty one)."""
+    return [config for points in designs.values() for config in schemes.runs(points, settings, root)]
+
+
+def run(designs: Mapping[str, Sequence[Point]], settings: Profile, **options: Any) -> dict[str, SweepResult]:
+    """Train (or load) every bed look by look under the sequential rule (`schemes.run`); `options` as
+    for `experiments.execute`."""
+    return {name: schemes.run(points, settings, **options) for name, points in designs.items()}
+
+
+def presence(results: Mapping[str, SweepResult]) -> pd.DataFrame:
+    """Each bed's problem-present check from its own runs, one row per bed (the fields of
+    `analysis.problems.Presence`, the bed first)."""
+    checks = problems.table([SCENARIOS[name].check(result.metrics) for name, result in results.items()])
+    checks.insert(0, "bed", list(results))
+    return checks
+
+
+def tables(
+    results: Mapping[str, SweepResult], settings: Profile, base: SweepResult, base_settings: Profile
+) -> dict[str, pd.DataFrame]:
+    """The verdict table of the base (notebook 03's runs, under its own settings) and of every bed
+    (`schemes.rule_table`: each scheme against grpo and against its matched comparator, decided by
+    the scheme study's sequential rule against `MARGIN_OF_GAIN` times that bed's own grpo gain)."""
+    return {
+        BASE: schemes.rule_table(base, base_settings),
+        **{name: schemes.rule_table(result, settings) for name, result in results.items()},
+    }
+
+
+def matrix(by_bed: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every scheme row on each bed beside the base (`analysis.reversals.matrix`: the base first),
+    with the change from the base's verdict; the column `condition` names the bed. Under the smoke
+    profile a bed's extra arms (what its check needs) have no row on the base and are left out."""
+    return reversals.matrix({BASE: by_bed[BASE], **{k: v for k, v in by_bed.items() if k != BASE}})
+
+
+def figure_presence(checks: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """One panel per bed: its problem's measured figure with its 95% interval over seeds, against the
+    bound at which the problem counts as present (dashed)."""
+    fig, axes = plt.subplots(1, len(checks), figsize=(4.2 * len(checks), 2.6), squeeze=False)
+    for ax, row in zip(axes[0], checks.to_dict("records")):
+        colour = "tab:green" if row["present"] else "tab:red"
+        low, high = row["low"], row["high"]
+        span = [[row["value"] - low], [high - row["value"]]] if np.isfinite([low, high]).all() else None
+        ax.errorbar([row["value"]], [0], xerr=span, fmt="o", color=colour, capsize=4)
+        ax.axvline(row["threshold"], color="black", linestyle="--", linewidth=1)
+        ax.set_yticks([])
+        ax.set_xlabel(row["measure"], fontsize=7)
+        present = "present" if row["present"] else "absent"
+        ax.set_title(f"{row['bed']}: {row['problem']} {present}", fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle(
+        f"is the problem there? each bed's check on its own runs, {described(settings)} with the bed's "
+        f"changes, {settings.steps} steps; dashed: the bound",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig
+
+
+def figure(by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """The verdict matrix (`analysis.reversals.figure`): the base first, then each bed."""
+    title = f"schemes by bed ({described(settings)} and each bed's changes, {settings.steps} steps)"
+    return reversals.figure(
+        {BASE: by_bed[BASE], **{k: v for k, v in by_bed.items() if k != BASE}}, changed, title
+    )
+
+
+def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame) -> str:
+    """The matrix as GitHub markdown: a table of every scheme row's verdict and effect on the base and
+    on each bed, each bed's cell with its change from the base; then, per bed, its check and its full
+    verdict table in the verdict table's columns (`analysis.verdicts.table_markdown`)."""
+    beds = [b for b in by_bed if b != BASE]
+    lines = ["| row | kind | " + " | ".join([BASE, *beds]) + " |", "|" + "---|" * (len(beds) + 3)]
+    for r in by_bed[BASE].to_dict("records"):
+        cells = [r["row"], r["kind"], reversals.cell(r)]
+        for bed in beds:
+            found = changed[
+                (changed["condition"] == bed) & (changed["row"] == r["row"]) & (changed["kind"] == r["kind"])
+            ]
+            mine = by_bed[bed][(by_bed[bed]["row"] == r["row"]) & (by_bed[bed]["kind"] == r["kind"])]
+            cells.append(
+                f"{reversals.cell(mine.iloc[0])} ({found['change'].iloc[0]})" if len(found) else "n/a"
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    out = ["\n".join(lines) + "\n"]
+    for check in checks.to_dict("records"):
+        bed = check["bed"]
+        present = "present" if check["present"] else "ABSENT"
+        out.append(
+            f"\n### {bed}\n\n{SCENARIOS[bed].guide}. Changes: "
+            f"{', '.join(f'{k}={v}' for k, v in SCENARIOS[bed].changes)}. Check: {check['measure']} "
+            f"{check['value']:.3g} [{check['low']:.3g}, {check['high']:.3g}], bound {check['threshold']:g}: "
+            f"{check['problem']} {present}.\n\n{verdicts.table_markdown(by_bed[bed])}"
+        )
+    return "".join(out)
