@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 
 from grpo_lab.analysis.horizon import Correlation  # noqa: E402
 from grpo_lab.analysis.stats import curve, mean_interval, seeds_shown  # noqa: E402
+from grpo_lab.runlog import write_text_atomic  # noqa: E402
 
 TITLES = {
     "reward": "training reward",
@@ -92,9 +93,7 @@ def save_markdown(text: str, name: str, directory: str | Path | None = None) -> 
     """Write a table that goes with a figure as NAME.md where `save` writes the figure NAME (the index
     of figures, figures/README.md, includes it)."""
     path = _figures_dir(directory) / f"{name}.md"
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_text_atomic(path, text)
     return path
 
 

@@ -165,10 +165,11 @@ def tables(
 
 
 def matrix(by_bed: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every scheme row on each bed beside the base (`analysis.reversals.matrix`: the base first),
+    """Every scheme row on each bed beside the base (`analysis.reversals.matrix` of `tables`, which puts
+    the base first),
     with the change from the base's verdict; the column `condition` names the bed. Under the smoke
     profile a bed's extra arms (what its check needs) have no row on the base and are left out."""
-    return reversals.matrix({BASE: by_bed[BASE], **{k: v for k, v in by_bed.items() if k != BASE}})
+    return reversals.matrix(by_bed)
 
 
 def figure_presence(checks: pd.DataFrame, settings: Profile) -> plt.Figure:
@@ -196,11 +197,9 @@ def figure_presence(checks: pd.DataFrame, settings: Profile) -> plt.Figure:
 
 
 def figure(by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame, settings: Profile) -> plt.Figure:
-    """The verdict matrix (`analysis.reversals.figure`): the base first, then each bed."""
+    """The verdict matrix (`analysis.reversals.figure`) of `tables`: the base first, then each bed."""
     title = f"schemes by bed ({described(settings)} and each bed's changes, {settings.steps} steps)"
-    return reversals.figure(
-        {BASE: by_bed[BASE], **{k: v for k, v in by_bed.items() if k != BASE}}, changed, title
-    )
+    return reversals.figure(by_bed, changed, title)
 
 
 def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame) -> str:
@@ -215,10 +214,12 @@ def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], ch
             found = changed[
                 (changed["condition"] == bed) & (changed["row"] == r["row"]) & (changed["kind"] == r["kind"])
             ]
-            mine = by_bed[bed][(by_bed[bed]["row"] == r["row"]) & (by_bed[bed]["kind"] == r["kind"])]
-            cells.append(
-                f"{reversals.cell(mine.iloc[0])} ({found['change'].iloc[0]})" if len(found) else "n/a"
-            )
+            if found.empty:
+                cells.append("n/a")
+                continue
+            f = found.iloc[0]
+            bed_row = {"verdict": f["verdict (condition)"], "effect": f["effect (condition)"]}
+            cells.append(f"{reversals.cell(bed_row)} ({f['change']})")
         lines.append("| " + " | ".join(cells) + " |")
     out = ["\n".join(lines) + "\n"]
     for check in checks.to_dict("records"):
