@@ -19,7 +19,7 @@ lint: setup
 # the test suite, then the committed full-profile notebooks re-executed against results/ under nbval, their
 # figures compared with figures/ (nothing trained)
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 	$(BIN)/grpo-lab figures --check
 
 # the playground in JupyterLab and headless Chromium (needs /usr/bin/chromium: apt-get install chromium)

@@ -8,6 +8,18 @@ from grpo_lab import Config, preset
 from grpo_lab.models.tokenizer import build_char_tokenizer
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """`make test` distributes with xdist's `--dist loadgroup`: every test without a group of its own
+    joins its file's group, so a file's module- and session-scoped fixtures are built on one worker (as
+    under `loadfile`), while a file of many independent long tests (the notebooks' papermill runs)
+    names a group per test and spreads over the workers. Tryfirst: xdist reads the groups in its own
+    hook of this name."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_thread():
     """One torch thread for the whole session (set before any other fixture builds a model): fast on

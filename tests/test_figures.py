@@ -28,7 +28,7 @@ def executed_notebook(
 ) -> None:
     """A notebook as papermill leaves it: parameters cell, injected cell, a displayed Profile."""
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('profile = "smoke"\nseeds = None\ncliff_threshold = 0.1')
+    params = nbformat.v4.new_code_cell('profile = "smoke"\nseeds = None\nfailure_margin = 0.1')
     params.metadata["tags"] = ["parameters"]
     injected_cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in injected.items()))
     injected_cell.metadata["tags"] = ["injected-parameters"]
@@ -86,7 +86,7 @@ def test_index_lists_each_figure_under_the_execution_that_wrote_it(tmp_path):
     assert "[07_kl_tokens.png]" in sections["07_kl"] and "[07_kl_gradients.png]" in sections["07_kl"]
     assert "`profile='full'`" in sections["06_sensitivity"]
     assert "`seeds=None`" in sections["06_sensitivity"] and "`seeds=[0, 1]`" in sections["07_kl"]
-    assert "`cliff_threshold=0.1`" in sections["06_sensitivity"]  # the parameters cell's own value
+    assert "`failure_margin=0.1`" in sections["06_sensitivity"]  # the parameters cell's own value
     assert "steps=75, eval_every=75" in sections["06_sensitivity"]
     assert "steps=75, eval_every=75" in sections["07_kl"] and "steps=6, eval_every=75" in sections["07_kl"]
     assert "`abc123`" in sections["06_sensitivity"] and "`abc123+dirty`" in sections["07_kl"]

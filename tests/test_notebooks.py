@@ -57,7 +57,10 @@ def test_parameters_cells_leave_budgets_and_timings_to_the_modules(notebook):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "notebook",
+    [pytest.param(p, id=p.stem, marks=pytest.mark.xdist_group(p.stem)) for p in NOTEBOOKS],
+)
 def test_papermill_smoke(notebook, tmp_path):
     import papermill
 

@@ -2,9 +2,10 @@
 - per run: final-window mean, area under the curve, steps to a threshold, stability figures
 - across seeds: mean with a t-interval, interquartile mean, stratified bootstrap intervals and the
   probability of improvement (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice")
-- sensitivity to a parameter (outcome with intervals, cliffs) and cost relative to a baseline
+- sensitivity to a parameter (outcome with intervals, failure edges) and cost relative to a baseline
 - the effect of a treatment on run scores (difference, relative change) with a Welch t-interval"""
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -315,21 +316,23 @@ def _bootstrap(
 # --- sensitivity -----------------------------------------------------------------------------------
 
 
-class Cliff(NamedTuple):
-    """Adjacent parameter values whose outcome means differ by more than a threshold."""
+class Edge(NamedTuple):
+    """A parameter value where the outcome fails: its mean lies more than a margin below the best
+    value's, or no run at it finished with a finite outcome (a crash)."""
 
-    low: Any
-    """the smaller parameter value"""
-    high: Any
-    """the next one"""
-    before: float
-    """mean outcome at `low`"""
-    after: float
-    """mean outcome at `high`"""
+    value: Any
+    """the failing parameter value"""
+    best: Any
+    """the value with the highest mean outcome"""
+    mean: float
+    """mean outcome at `value` (NaN: a crash)"""
+    best_mean: float
+    """mean outcome at `best`"""
 
     @property
-    def jump(self) -> float:
-        return self.after - self.before
+    def drop(self) -> float:
+        """How far below the best the outcome falls (NaN for a crash)."""
+        return self.best_mean - self.mean
 
 
 def sensitivity_table(
@@ -347,12 +350,18 @@ def sensitivity_table(
     return pd.DataFrame(rows).sort_values(param, ignore_index=True)
 
 
-def cliffs(table: pd.DataFrame, param: str, threshold: float, column: str = "mean") -> list[Cliff]:
-    """Adjacent values of `param` (sorted) whose `column` differs by more than `threshold`."""
+def failure_edges(table: pd.DataFrame, param: str, margin: float, column: str = "mean") -> list[Edge]:
+    """The values of `param` (sorted) where the outcome fails (Evaluation guide §4.6's "steep failure
+    boundary"): `column` more than `margin` below its highest value, or NaN (no finite run: a crash).
+    A value where the outcome rises is never one, however steep the rise."""
     ordered = table.sort_values(param)
     values, means = ordered[param].to_list(), ordered[column].to_numpy(dtype=float)
-    jumps = np.flatnonzero(np.abs(np.diff(means)) > threshold)
-    return [Cliff(values[i], values[i + 1], float(means[i]), float(means[i + 1])) for i in jumps]
+    if not np.isfinite(means).any():
+        return [Edge(v, None, math.nan, math.nan) for v in values]
+    top = int(np.nanargmax(means))
+    best, peak = values[top], float(means[top])
+    failing = [(v, float(m)) for v, m in zip(values, means) if not np.isfinite(m) or peak - m > margin]
+    return [Edge(v, best, m, peak) for v, m in failing]
 
 
 # --- cost ------------------------------------------------------------------------------------------

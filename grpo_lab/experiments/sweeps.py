@@ -65,7 +65,8 @@ def ablate(
 def sensitivity(
     base: Config, param: str, values: Sequence[Any], seeds: Iterable[int], root: str | Path, **options: Any
 ) -> SweepResult:
-    """One field `param` scanned over `values`; analyse with `stats.sensitivity_table` and `stats.cliffs`."""
+    """One field `param` scanned over `values`; analyse with `stats.sensitivity_table` and
+    `stats.failure_edges`."""
     return sweep(base, {param: values}, seeds, root, **options)
 
 

@@ -2,9 +2,11 @@
 (docs/sources.md): "cover the learning rate, clip threshold, KL coefficient and group size; is the
 outcome smooth around the default, or is there a steep failure boundary?" Each knob is scanned
 alone around the study base (`grpo_lab.studies.base`) on short runs; the outcome against the value
-is read with `stats.sensitivity_table` and its cliffs with `stats.cliffs`.
+is read with `stats.sensitivity_table` and its failure edges (where the outcome falls more than a
+margin below the knob's best value) with `stats.failure_edges`. Every scheme's own scans, on the
+headline score of 60-step runs, are notebook 16's (`studies.scheme_sensitivity`).
 
-`settings` / `design` / `run`, then `outcome_table`, `cliff_table` and `figure`."""
+`settings` / `design` / `run`, then `outcome_table`, `edge_table` and `figure`."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.artist import Artist
 
-from grpo_lab.analysis.stats import cliffs, sensitivity_table
+from grpo_lab.analysis.stats import failure_edges, sensitivity_table
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
@@ -144,30 +146,31 @@ def outcome_table(
     return pd.concat(frames, ignore_index=True)[["scan", "outcome", "value", "n", "mean", "lo", "hi", "iqm"]]
 
 
-def cliff_table(outcomes: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """The cliffs of every scan and outcome (`stats.cliffs`: adjacent values whose mean outcomes differ
-    by more than `threshold`), one row each."""
+def edge_table(outcomes: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """The failure edges of every scan and outcome (`stats.failure_edges`: values whose mean outcome
+    lies more than `margin` below the scan's best, or that crashed), one row each."""
     rows = []
     for (scan, outcome), table in outcomes.groupby(["scan", "outcome"], sort=False):
-        for cliff in cliffs(table, "value", threshold):
-            rows.append({"scan": scan, "outcome": outcome, **cliff._asdict(), "jump": cliff.jump})
-    return pd.DataFrame(rows, columns=["scan", "outcome", "low", "high", "before", "after", "jump"])
+        for edge in failure_edges(table, "value", margin):
+            rows.append({"scan": scan, "outcome": outcome, **edge._asdict(), "drop": edge.drop})
+    return pd.DataFrame(rows, columns=["scan", "outcome", "value", "best", "mean", "best_mean", "drop"])
 
 
 def figure(
     outcomes: pd.DataFrame,
     scans: Sequence[Scan],
-    threshold: float,
+    margin: float,
     base: Config,
     labels: Sequence[Outcome] = OUTCOMES,
 ) -> plt.Figure:
     """A column per knob, a row per outcome (one y scale per row): the across-seed mean (points and
     line) with its 95% t-interval (error bars) against the value; the study base's value dotted;
-    cliffs (a jump in mean larger than `threshold` between neighbours) as a thick red segment."""
-    found = cliff_table(outcomes, threshold)
-    cliff_style: dict[str, Any] = dict(
-        color="tab:red", lw=5, alpha=0.45, zorder=2, label=f"cliff (|jump in mean| > {threshold:g})"
-    )
+    failure edges (`edge_table`: a mean more than `margin` below the knob's best) as red crosses."""
+    found = edge_table(outcomes, margin)
+    edge_style: dict[str, Any] = dict(
+        color="tab:red", marker="x", ms=11, mew=2.5, ls="none", zorder=4,
+        label=f"failure edge (mean > {margin:g} below the best value)",
+    )  # fmt: skip
     mean_style: dict[str, Any] = dict(fmt="o-", color="tab:blue", ms=4, lw=1.2, capsize=3, zorder=3)
     fig, axes = plt.subplots(
         len(labels),
@@ -183,8 +186,9 @@ def figure(
             t = outcomes[(outcomes["scan"] == scan.name) & (outcomes["outcome"] == metric)].sort_values(
                 "value"
             )
-            for c in found[(found["scan"] == scan.name) & (found["outcome"] == metric)].itertuples():
-                ax.plot([c.low, c.high], [c.before, c.after], **cliff_style)
+            edges = found[(found["scan"] == scan.name) & (found["outcome"] == metric)]
+            if len(edges):
+                ax.plot(edges["value"], edges["mean"], **edge_style)
             bars = [t["mean"] - t["lo"], t["hi"] - t["mean"]]
             ax.errorbar(
                 t["value"], t["mean"], yerr=bars, label="across-seed mean, 95% t-interval", **mean_style

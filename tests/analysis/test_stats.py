@@ -1,5 +1,5 @@
 """Statistics against hand-computed values: per-run figures, across-seed aggregates, probability of
-improvement, sensitivity cliffs and the cost table."""
+improvement, sensitivity failure edges and the cost table."""
 
 import math
 
@@ -128,14 +128,22 @@ def sweep_frame(outcome) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_cliffs_found_on_a_step_function_and_not_on_a_smooth_line():
+def test_failure_edges_where_the_outcome_falls_never_where_it_rises():
     step = stats.sensitivity_table(sweep_frame(lambda i: 0.9 if i < 3 else 0.1), "learning_rate", "reward")
     assert list(step["n"]) == [3] * 5 and (step["lo"] < step["mean"]).all()
-    found = stats.cliffs(step, "learning_rate", threshold=0.3)
-    assert [(c.low, c.high) for c in found] == [(1e-4, 3e-4)]
-    assert found[0].jump == pytest.approx(-0.8)
-    line = stats.sensitivity_table(sweep_frame(lambda i: 0.1 * i), "learning_rate", "reward")
-    assert stats.cliffs(line, "learning_rate", threshold=0.3) == []
+    found = stats.failure_edges(step, "learning_rate", margin=0.3)
+    assert [e.value for e in found] == [3e-4, 1e-3]
+    assert found[0].best == 1e-5 and found[0].drop == pytest.approx(0.8)  # the first of equal means
+    rising = stats.sensitivity_table(sweep_frame(lambda i: 0.1 if i < 3 else 0.9), "learning_rate", "reward")
+    assert [e.value for e in stats.failure_edges(rising, "learning_rate", margin=0.3)] == [1e-5, 3e-5, 1e-4]
+    line = stats.sensitivity_table(sweep_frame(lambda i: 0.05 * i), "learning_rate", "reward")
+    assert stats.failure_edges(line, "learning_rate", margin=0.3) == []
+
+
+def test_a_crashed_value_is_a_failure_edge():
+    table = pd.DataFrame({"learning_rate": [1e-4, 1e-5, 1e-3], "mean": [0.5, 0.45, math.nan]})
+    (crash,) = stats.failure_edges(table, "learning_rate", margin=0.1)
+    assert crash.value == 1e-3 and math.isnan(crash.mean)
 
 
 # --- cost ------------------------------------------------------------------------------------------

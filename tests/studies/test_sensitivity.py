@@ -1,5 +1,5 @@
 """The sensitivity study: its profile and scans, the design points, and the outcome table, cliffs and
-figure on synthetic runs (a cliff is planted in one scan)."""
+figure on synthetic runs (a failure edge is planted in one scan)."""
 
 import numpy as np
 import pandas as pd
@@ -43,12 +43,12 @@ def test_scans_and_their_points():
 
 
 def synthetic_metrics(seeds: int = 3) -> pd.DataFrame:
-    """Final validation accuracy and training rewards of a learning-rate scan with a cliff between
-    1e-4 and 3e-4, and a flat group-size scan."""
+    """Final validation accuracy and training rewards of a learning-rate scan that falls beyond 1e-4,
+    and a group-size scan that rises steeply from 2 to 4."""
     rng = np.random.default_rng(0)
-    accuracy = {1e-5: 0.40, 3e-5: 0.45, 1e-4: 0.50, 3e-4: 0.20, 1e-3: 0.05}
+    accuracy = {1e-5: 0.42, 3e-5: 0.45, 1e-4: 0.50, 3e-4: 0.20, 1e-3: 0.05}
     rows = []
-    for scan, values in (("learning_rate", accuracy), ("group_size", {2: 0.45, 4: 0.46, 8: 0.45, 16: 0.47})):
+    for scan, values in (("learning_rate", accuracy), ("group_size", {2: 0.25, 4: 0.46, 8: 0.45, 16: 0.47})):
         for value, level in values.items():
             for seed in range(seeds):
                 for step in range(5):
@@ -59,19 +59,20 @@ def synthetic_metrics(seeds: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_outcomes_cliffs_and_figure_on_synthetic_runs():
+def test_outcomes_failure_edges_and_figure_on_synthetic_runs():
     scans = [s for s in sensitivity.SCANS if s.name in ("learning_rate", "group_size")]
     outcomes = sensitivity.outcome_table(synthetic_metrics(), scans)
     assert set(outcomes["outcome"]) == {"val/accuracy", "reward"}
     acc = outcomes[(outcomes["scan"] == "learning_rate") & (outcomes["outcome"] == "val/accuracy")]
     assert list(acc["value"]) == sorted(acc["value"]) and (acc["n"] == 3).all()
     assert (acc["lo"] < acc["mean"]).all() and (acc["mean"] < acc["hi"]).all()
-    found = sensitivity.cliff_table(outcomes, threshold=0.1)
-    assert set(found["scan"]) == {"learning_rate"}
-    first = found[found["outcome"] == "val/accuracy"].iloc[0]
-    assert (first["low"], first["high"]) == (1e-4, 3e-4) and first["jump"] == pytest.approx(-0.3, abs=0.05)
+    found = sensitivity.edge_table(outcomes, margin=0.1)
+    accuracy = found[found["outcome"] == "val/accuracy"]
+    assert list(accuracy[accuracy["scan"] == "learning_rate"]["value"]) == [3e-4, 1e-3]
+    first = accuracy.iloc[0]
+    assert first["best"] == 1e-4 and first["drop"] == pytest.approx(0.3, abs=0.05)
+    assert list(accuracy[accuracy["scan"] == "group_size"]["value"]) == [2]  # below the best, not the rise
     base = sensitivity.base_config(sensitivity.settings("smoke"))
     fig = sensitivity.figure(outcomes, scans, 0.1, base)
     assert len(fig.axes) == 4
-    assert any(line.get_color() == "tab:red" for line in fig.axes[0].get_lines())  # the cliff is drawn
-    assert not any(line.get_color() == "tab:red" for line in fig.axes[1].get_lines())
+    assert any(line.get_color() == "tab:red" for line in fig.axes[0].get_lines())  # the edge is drawn

@@ -1,0 +1,284 @@
+"""Sensitivity per scheme (notebook 16; Evaluation guide §4.6, `docs/sources.md`: "cover the learning
+rate, the clip threshold, the KL coefficient and the group size; is the outcome smooth around the
+default, or is there a steep failure boundary?"), asked of every scheme of the scheme study
+(`studies.schemes`), not of grpo alone (notebook 06 scans grpo's knobs on short runs).
+
+Each knob is scaled around the scheme's own setting, the rest of its config fixed (one knob at a time,
+the scheme study's 60-step runs on the study base, scored by the headline score over at least 3
+paired seeds): the learning rate for every scheme; the clip bounds of its surrogate (each ratio
+clip, GSPO's sequence clip, CISPO's IS-weight cap alike: a bound of `OPEN_SIDE` or more is the open
+side of a one-sided clip and stays); the KL coefficient where the scheme has a KL term; the group
+size at the same completions per step (so every setting costs the same, and the half group is
+notebook 14's sparse-reward bed). At factor 1 every knob is the scheme study's own run, shared
+through the store.
+
+A failure edge (`stats.failure_edges`) is a setting whose mean score lies more than the scheme
+study's margin (`MARGIN_OF_GAIN` x grpo's gain) below the knob's best, or that crashed: where the
+score falls, never where it rises. `best_rate_table` sets each scheme's verdict at its own best
+learning rate beside its verdict at the shared one. The best rate is chosen on the same seeds it is
+judged on, so its verdict leans towards the scheme: it says whether a scheme's row turns on the rate,
+not by how much.
+
+- `settings` / `design` / `run`;
+- `scores`, `outcome_table`, `edge_table`, `figure`, `best_rate_table`."""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from grpo_lab.analysis import stats, verdicts
+from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies import paired, schemes
+from grpo_lab.studies.base import base, described
+
+FULL = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
+"""under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail)
+over its first 3 seeds, so that every factor-1 run is one notebook 03 already holds"""
+OPEN_SIDE = 0.5
+"""a clip bound at least this large is the open side of a one-sided clip (CISPO's eps_low 0.999):
+the clip knob leaves it open"""
+
+
+def _scaled(value: float, factor: float) -> float:
+    """value x factor to 6 significant digits, so that a third of 3e-05 reads 1e-05 in the config"""
+    return float(f"{value * factor:.6g}")
+
+
+def _learning_rate(config: Config, factor: float) -> dict[str, Any]:
+    return {"learning_rate": _scaled(config.learning_rate, factor)}
+
+
+def _clip(config: Config, factor: float) -> dict[str, Any]:
+    bounds = {"eps_low": config.eps_low, "eps_high": config.eps_high}
+    return {name: _scaled(eps, factor) for name, eps in bounds.items() if eps < OPEN_SIDE}
+
+
+def _kl(config: Config, factor: float) -> dict[str, Any]:
+    return {"kl_coef": _scaled(config.kl_coef, factor)}
+
+
+def _has_kl(config: Config) -> bool:
+    return config.kl_coef > 0 and config.kl_placement != "off"
+
+
+def _group_size(config: Config, factor: float) -> dict[str, Any]:
+    completions = config.prompts_per_step * config.group_size
+    group = round(config.group_size * factor)
+    if completions % group:
+        raise ValueError(f"{completions} completions a step do not split into groups of {group}")
+    return {"group_size": group, "prompts_per_step": completions // group}
+
+
+def _always(config: Config) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A knob scaled around each scheme's own setting."""
+
+    name: str
+    label: str
+    """the axis label"""
+    factors: tuple[float, ...]
+    """multiples of the scheme's own setting, 1 among them"""
+    changes: Callable[[Config, float], dict[str, Any]]
+    """the config fields a factor sets, from the scheme's config"""
+    applies: Callable[[Config], bool] = _always
+    """whether the scheme has the knob"""
+
+
+KNOBS = (
+    Knob("learning_rate", "learning rate", (1 / 3, 1.0, 3.0), _learning_rate),
+    Knob("clip", "clip bounds ε", (0.5, 1.0, 2.0), _clip),
+    Knob("kl_coef", "KL coefficient β", (0.25, 1.0, 4.0), _kl, _has_kl),
+    Knob("group_size", "group size (same completions a step)", (0.5, 1.0, 2.0), _group_size),
+)
+"""the knobs of §4.6, each scaled by its factors around the scheme's own value"""
+SMOKE_FACTORS = {"learning_rate": (1.0, 3.0)}
+"""under the smoke profile: two learning rates, the other knobs at the scheme's own setting"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise; `seeds`
+    and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
+
+
+def knobs(settings: Profile) -> tuple[Knob, ...]:
+    """`KNOBS` under the full profile; under the smoke profile each at `SMOKE_FACTORS` (1 alone where
+    it names none)."""
+    if settings.name == "full":
+        return KNOBS
+    return tuple(
+        Knob(k.name, k.label, SMOKE_FACTORS.get(k.name, (1.0,)), k.changes, k.applies) for k in KNOBS
+    )
+
+
+def design(settings: Profile) -> list[Point]:
+    """For each scheme of the scheme study (`schemes.compared`, with its matched comparator) and each
+    knob it has, one point per factor: label 'scheme knob xF', columns `scheme`, `knob` and `factor`.
+    The factor-1 points of a scheme are one config (trained once, `schemes.design`'s arm)."""
+    points = []
+    for arm in schemes.design(settings):
+        for knob in knobs(settings):
+            if not knob.applies(arm.config):
+                continue
+            for factor in knob.factors:
+                changed = knob.changes(arm.config, factor)
+                config = arm.config if factor == 1 else base(settings, arm.label, **changed)
+                columns = {"scheme": arm.label, "knob": knob.name, "factor": factor}
+                points.append(Point(f"{arm.label} {knob.name} x{factor:g}", columns, config))
+    return points
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) the design over the profile's seeds into `root` (default: the profile's
+    store); `options` as for `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+
+
+def scores(result: SweepResult) -> pd.DataFrame:
+    """One row per point and seed: the run's scores (`analysis.verdicts.run_scores`) with the point's
+    scheme, knob and factor."""
+    scored = paired.scores(result, {})
+    columns = result.runs[["label", "scheme", "knob", "factor"]].drop_duplicates("label")
+    return scored.merge(columns, on="label", validate="many_to_one")
+
+
+def margin(scored: pd.DataFrame) -> float:
+    """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's gain (`verdicts.gain`) at its own
+    settings, `schemes.MIN_MARGIN` where grpo learned nothing."""
+    own = scored[(scored["scheme"] == schemes.REFERENCE) & (scored["factor"] == 1.0)]
+    return max(MARGIN_OF_GAIN * verdicts.gain(own.drop_duplicates("seed")), schemes.MIN_MARGIN)
+
+
+def outcome_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """Per scheme, knob and factor: runs, mean headline score with its 95% t-interval over seeds."""
+    rows = []
+    for (scheme, knob, factor), group in scored.groupby(["scheme", "knob", "factor"], sort=False):
+        mean, lo, hi = stats.mean_interval(group["score"].to_numpy(dtype=float))
+        rows.append(
+            {"scheme": scheme, "knob": knob, "factor": factor, "n": int(group["score"].notna().sum()),
+             "mean": mean, "lo": lo, "hi": hi}
+        )  # fmt: skip
+    return pd.DataFrame(rows).sort_values(["scheme", "knob", "factor"], key=_scheme_order, ignore_index=True)
+
+
+def _scheme_order(column: pd.Series) -> pd.Series:
+    order = {name: i for i, name in enumerate(schemes.SCHEMES)}
+    return column.map(order) if column.name == "scheme" else column
+
+
+def edge_table(outcomes: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Every failure edge (`stats.failure_edges` against `margin`) of every scheme's knob, one row each:
+    the factor, the knob's best factor, both means and the drop."""
+    rows = []
+    for (scheme, knob), table in outcomes.groupby(["scheme", "knob"], sort=False):
+        for edge in stats.failure_edges(table, "factor", margin):
+            rows.append({"scheme": scheme, "knob": knob, **edge._asdict(), "drop": edge.drop})
+    columns = ["scheme", "knob", "value", "best", "mean", "best_mean", "drop"]
+    return pd.DataFrame(rows, columns=columns).rename(columns={"value": "factor", "best": "best factor"})
+
+
+def figure(outcomes: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure:
+    """A column per scheme, a row per knob (one y scale): the mean headline score with its 95%
+    t-interval against the factor of the scheme's own setting (log scale), failure edges as red
+    crosses; a knob the scheme lacks leaves its panel empty."""
+    found = edge_table(outcomes, margin)
+    names = [s for s in schemes.SCHEMES if s in set(outcomes["scheme"])]
+    rows = [k for k in KNOBS if k.name in set(outcomes["knob"])]
+    fig, axes = plt.subplots(
+        len(rows), len(names), figsize=(2.1 * len(names) + 1, 2.2 * len(rows) + 1), squeeze=False, sharey=True
+    )
+    for c, scheme in enumerate(names):
+        axes[0, c].set_title(scheme, fontsize=10)
+        for r, knob in enumerate(rows):
+            ax = axes[r, c]
+            t = outcomes[(outcomes["scheme"] == scheme) & (outcomes["knob"] == knob.name)]
+            if c == 0:
+                ax.set_ylabel(f"{knob.label}\nheadline score", fontsize=8)
+            if t.empty:
+                ax.set_axis_off()
+                continue
+            ax.errorbar(t["factor"], t["mean"], yerr=[t["mean"] - t["lo"], t["hi"] - t["mean"]],
+                        fmt="o-", color="tab:blue", ms=3, lw=1, capsize=2)  # fmt: skip
+            edges = found[(found["scheme"] == scheme) & (found["knob"] == knob.name)]
+            ax.plot(edges["factor"], edges["mean"], "x", color="tab:red", ms=9, mew=2)
+            ax.axvline(1.0, color="0.5", ls=":", lw=1)
+            ax.set_xscale("log")
+            factors = sorted(t["factor"])
+            ax.set_xticks(factors, [f"x{f:.2g}" for f in factors], fontsize=7)
+            ax.minorticks_off()
+            ax.grid(alpha=0.3)
+    n = outcomes["n"]
+    seeds = f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"
+    fig.suptitle(
+        f"sensitivity per scheme ({described(settings)}, {settings.steps} steps): mean headline score,\n"
+        f"95% t-interval over {seeds} seeds; red x: more than the margin ({margin:.3f}) below the "
+        "knob's best",
+        fontsize=10,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return fig
+
+
+def best_rates(outcomes: pd.DataFrame) -> dict[str, float]:
+    """Scheme -> the learning-rate factor with its highest mean score."""
+    rates = outcomes[(outcomes["knob"] == "learning_rate") & outcomes["mean"].notna()]
+    by_scheme = rates.groupby("scheme", sort=False)
+    return {str(s): float(t.loc[t["mean"].idxmax(), "factor"]) for s, t in by_scheme}
+
+
+def best_rate_table(scored: pd.DataFrame, outcomes: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Each scheme row of the scheme study (`schemes.arms`: against grpo and against its matched
+    comparator) at the shared learning rate (every scheme at factor 1) and at each side's own best
+    rate (`best_rates`), paired on seeds against `margin`: row, kind, the best factors of both sides,
+    then effect, interval and verdict at each."""
+    rates = best_rates(outcomes)
+    lr = scored[scored["knob"] == "learning_rate"]
+    shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
+    best = lr[lr["factor"] == lr["scheme"].map(rates)].assign(label=lambda f: f["scheme"])
+    rows = schemes.arms(set(shared["label"]))
+    learned = verdicts.gain(shared[shared["label"] == schemes.REFERENCE])
+    at_shared, at_best = (
+        verdicts.compare(frame, rows, margin=margin, reference_gain=learned) for frame in (shared, best)
+    )
+    kept = ["effect", "ci_low", "ci_high", "seeds", "verdict"]
+    table = at_shared[["row", "kind", *kept]].merge(
+        at_best[["row", "kind", *kept]], on=["row", "kind"], suffixes=(" shared", " own best")
+    )
+    table.insert(2, "treatment rate x", [rates[treatment] for _, _, treatment, _ in rows])
+    table.insert(3, "control rate x", [rates[control] for _, _, _, control in rows])
+    table["turns on the rate"] = table["verdict shared"] != table["verdict own best"]
+    return table
+
+
+def best_rate_markdown(table: pd.DataFrame) -> str:
+    """`best_rate_table` as GitHub markdown: per row, the verdict and effect [95% CI] at the shared
+    rate and at the sides' own best rates (their factors), and whether the verdict turns."""
+    lines = [
+        "| row | kind | at the shared rate | own best rates (treatment, control) | at the own best rates "
+        "| verdict turns |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in table.to_dict("records"):
+        at = {
+            side: f"{verdicts.WORDS.get(r[f'verdict {side}'], 'undecided')}: {r[f'effect {side}']:+.3f} "
+            f"[{r[f'ci_low {side}']:+.3f}, {r[f'ci_high {side}']:+.3f}], {r[f'seeds {side}']} seeds"
+            for side in ("shared", "own best")
+        }
+        rates = f"x{r['treatment rate x']:.2g}, x{r['control rate x']:.2g}"
+        turns = "yes" if r["turns on the rate"] else "no"
+        lines.append(f"| {r['row']} | {r['kind']} | {at['shared']} | {rates} | {at['own best']} | {turns} |")
+    return "\n".join(lines) + "\n"

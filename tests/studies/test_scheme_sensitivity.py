@@ -1,0 +1,133 @@
+"""The per-scheme sensitivity study: its design (every scheme's knobs around its own setting, the
+factor-1 runs shared with the scheme study), and its outcome table, failure edges, figure and
+best-rate verdicts on hand-made scores."""
+
+import pandas as pd
+import pytest
+
+from grpo_lab.analysis import verdicts
+from grpo_lab.studies import scheme_sensitivity, schemes
+
+FULL = scheme_sensitivity.settings("full")
+
+
+def by_label(points):
+    return {p.label: p for p in points}
+
+
+def test_every_scheme_has_its_knobs_around_its_own_setting():
+    points = scheme_sensitivity.design(FULL)
+    found = {(p.columns["scheme"], p.columns["knob"]) for p in points}
+    for arm in schemes.design(schemes.settings("full")):
+        has_kl = arm.config.kl_coef > 0 and arm.config.kl_placement != "off"
+        knobs = {k for s, k in found if s == arm.label}
+        expected = {"learning_rate", "clip", "group_size"} | ({"kl_coef"} if has_kl else set())
+        assert knobs == expected, arm.label
+    assert {s for s, _ in found} == set(schemes.SCHEMES)
+
+
+def test_factor_one_is_the_scheme_studys_own_run():
+    """The scheme study's first 3 seeds at its own settings are this study's factor-1 runs: same keys."""
+    own = {p.label: p.config.key() for p in schemes.design(schemes.settings("full"))}
+    for p in scheme_sensitivity.design(FULL):
+        if p.columns["factor"] == 1.0:
+            assert p.config.key() == own[p.columns["scheme"]], p.label
+        else:
+            assert p.config.key() != own[p.columns["scheme"]], p.label
+    assert set(FULL.seeds) <= set(schemes.settings("full").seeds)
+
+
+def test_each_knob_changes_its_own_fields():
+    points = by_label(scheme_sensitivity.design(FULL))
+    own = points["grpo learning_rate x1"].config
+    assert points["grpo learning_rate x0.333333"].config.learning_rate == pytest.approx(own.learning_rate / 3)
+    assert points["grpo learning_rate x0.333333"].config.learning_rate == 1e-5  # tidy, as a user writes it
+    wide = points["dapo clip x2"].config
+    assert (wide.eps_low, wide.eps_high) == (0.4, 0.56)
+    cispo = points["cispo clip x0.5"].config
+    assert cispo.eps_low == 0.999 and cispo.eps_high == 0.005  # the open side stays open
+    assert points["grpo kl_coef x4"].config.kl_coef == pytest.approx(0.16)
+    for label, group in (("grpo group_size x0.5", 4), ("grpo group_size x2", 16)):
+        config = points[label].config
+        assert config.group_size == group and config.group_size * config.prompts_per_step == 64
+
+
+def test_the_smoke_profile_scans_the_learning_rate_alone():
+    points = scheme_sensitivity.design(scheme_sensitivity.settings("smoke"))
+    varied = {p.columns["knob"] for p in points if p.columns["factor"] != 1.0}
+    assert varied == {"learning_rate"}
+
+
+def scored_frame(levels: dict[tuple[str, str, float], float], seeds: int = 4) -> pd.DataFrame:
+    """Hand-made run scores: (scheme, knob, factor) -> the mean score, a seed adding 0.01 x seed, and 0.004
+    more on odd seeds for every scheme but grpo (so paired differences vary); every run starts at
+    0.1, so grpo's gain at factor 1 is about its level - 0.1 + 0.015."""
+    rows = []
+    for (scheme, knob, factor), level in levels.items():
+        for seed in range(seeds):
+            score = level + 0.01 * seed + 0.004 * (seed % 2) * (scheme != "grpo")
+            rows.append(
+                {"label": f"{scheme} {knob} x{factor:g}", "seed": seed, "score": score, "start": 0.1,
+                 "step_s": 1.0, "scheme": scheme, "knob": knob, "factor": factor,
+                 **dict.fromkeys(verdicts.STABILITY_COLUMNS, 1.0)}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+LEVELS = {
+    ("grpo", "learning_rate", 1 / 3): 0.30,
+    ("grpo", "learning_rate", 1.0): 0.50,
+    ("grpo", "learning_rate", 3.0): 0.45,
+    ("grpo", "group_size", 0.5): 0.40,
+    ("grpo", "group_size", 1.0): 0.50,
+    ("grpo", "group_size", 2.0): 0.70,
+    ("dapo", "learning_rate", 1 / 3): 0.20,
+    ("dapo", "learning_rate", 1.0): 0.45,
+    ("dapo", "learning_rate", 3.0): 0.60,
+    ("grpo_no_kl", "learning_rate", 1 / 3): 0.30,
+    ("grpo_no_kl", "learning_rate", 1.0): 0.50,
+    ("grpo_no_kl", "learning_rate", 3.0): 0.50,
+}
+
+
+def test_outcomes_edges_where_the_score_falls_and_the_figure():
+    scored = scored_frame(LEVELS)
+    margin = scheme_sensitivity.margin(scored)
+    assert margin == pytest.approx(verdicts.MARGIN_OF_GAIN * (0.515 - 0.1), abs=1e-3)
+    outcomes = scheme_sensitivity.outcome_table(scored)
+    assert list(outcomes["scheme"].unique()) == ["grpo", "dapo", "grpo_no_kl"]  # the scheme study's order
+    assert (outcomes["n"] == 4).all() and (outcomes["lo"] < outcomes["mean"]).all()
+    edges = scheme_sensitivity.edge_table(outcomes, margin)
+    found = {(r.scheme, r.knob, round(r.factor, 3)) for r in edges.itertuples()}
+    # grpo's group size rises steeply from x1 to x2: x1 lies below the best, the rise itself is no edge
+    assert found == {
+        ("grpo", "learning_rate", 0.333),
+        ("grpo", "group_size", 0.5),
+        ("grpo", "group_size", 1.0),
+        ("dapo", "learning_rate", 0.333),
+        ("dapo", "learning_rate", 1.0),
+        ("grpo_no_kl", "learning_rate", 0.333),
+    }
+    fig = scheme_sensitivity.figure(outcomes, margin, FULL)
+    assert len(fig.axes) == 3 * 2  # schemes x knobs present
+    assert "4 seeds" in fig._suptitle.get_text()
+    empty = fig.axes[4]  # the group-size row: dapo has no scan here
+    assert not empty.axison
+
+
+def test_best_rate_verdicts_beside_the_shared_rate():
+    scored = scored_frame(LEVELS)
+    outcomes = scheme_sensitivity.outcome_table(scored)
+    assert scheme_sensitivity.best_rates(outcomes) == {"grpo": 1.0, "dapo": 3.0, "grpo_no_kl": 1.0}
+    table = scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02)
+    dapo = table[(table["row"] == "dapo") & (table["kind"] == "scheme")].iloc[0]
+    assert dapo["effect shared"] == pytest.approx(-0.05, abs=0.003)
+    assert dapo["effect own best"] == pytest.approx(0.10, abs=0.003)
+    assert (dapo["treatment rate x"], dapo["control rate x"]) == (3.0, 1.0)
+    assert dapo["verdict shared"] == "worse" and dapo["verdict own best"] == "better"
+    assert dapo["turns on the rate"]
+    matched = table[table["kind"] == "scheme vs grpo_no_kl"].iloc[0]
+    assert matched["effect own best"] == pytest.approx(0.10, abs=0.003) and matched["control rate x"] == 1.0
+    text = scheme_sensitivity.best_rate_markdown(table)
+    assert "| dapo | scheme | worse: -0.048" in text and "| x3, x1 |" in text
+    assert table["effect shared"].notna().all()
