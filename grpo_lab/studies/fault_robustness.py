@@ -1,0 +1,215 @@
+"""Fault injection with power (notebook 17; Evaluation guide §6.4, `docs/sources.md`): every scheme of
+the scheme study (`studies.schemes`, with its matched comparator) clean and under each fault of
+notebook 04 (`faults.FAULTS`), on the scheme study's 60-step runs and its headline score, so that a
+robustness effect has a score whose paired sd is known, an interval within the score's range and an
+MDE. Notebook 04 keeps its 8-step runs: they are what its diagnostics read (faults act from the first
+step), not a robustness verdict.
+
+Two questions per fault:
+- `changes`: what the fault does to each scheme, the score under the fault minus the clean score,
+  paired on seeds (a faulty run and its clean run share the prompts and sampling streams);
+- `relative`: whether a scheme withstands the fault better than grpo and than its matched comparator:
+  the difference of the two schemes' changes, paired on seeds (each seed's
+  (scheme faulty - scheme clean) - (control faulty - control clean)); positive: the scheme loses less.
+Both are judged against the scheme study's margin (`MARGIN_OF_GAIN` x grpo's clean gain). A run that
+fails under a fault is counted (`crashes`) and has no score.
+
+- `settings` / `design` / `run`;
+- `scores`, `margin`, `changes`, `relative`, `crashes`, `figure`, `markdown`."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from grpo_lab.analysis import power, robustness, verdicts
+from grpo_lab.analysis.robustness import CLEAN, CLEAN_CONDITION
+from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
+from grpo_lab.experiments import SweepResult, run_design
+from grpo_lab.experiments.designs import Point
+from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies import faults, paired, schemes
+from grpo_lab.studies.base import base, described
+from grpo_lab.studies.designs import for_profile
+
+COLUMNS = ["scheme", "fault", "level", "condition"]
+"""the design's columns that identify a condition (as notebook 04's)"""
+FULL = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
+"""under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail)
+over its first 3 seeds, so that every clean run is one notebook 03 already holds"""
+COLOURS = {
+    power.BETTER: "tab:green",
+    power.WORSE: "tab:red",
+    power.SMALLER: "tab:olive",
+    power.NO_DIFFERENCE: "tab:blue",
+}
+"""a verdict's colour in the figure (grey for any other)"""
+
+
+def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
+    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise; `seeds`
+    and `steps` as the notebook sets them."""
+    return FULL.settings(profile, seeds, steps)
+
+
+def injected(settings: Profile) -> dict[str, list[Any]]:
+    """Notebook 04's faults (`faults.FAULTS`) under the full profile, the first alone otherwise."""
+    return for_profile(dict(faults.FAULTS), settings, faults.SMOKE_KEEP)
+
+
+def design(settings: Profile) -> list[Point]:
+    """Each scheme of the scheme study with its matched comparator (`schemes.design`'s arms: their
+    clean configs are its runs), clean and under each level of each fault of `injected`, one fault at
+    a time; columns `COLUMNS` as in notebook 04 (`robustness.condition_label`)."""
+    points = []
+    for arm in schemes.design(settings):
+        clean = {"scheme": arm.label, "fault": CLEAN, "level": CLEAN, "condition": CLEAN_CONDITION}
+        points.append(Point(f"{arm.label}, clean", clean, arm.config))
+        for fault, levels in injected(settings).items():
+            for level in levels:
+                condition = robustness.condition_label(fault, level)
+                columns = {"scheme": arm.label, "fault": fault, "level": str(level), "condition": condition}
+                points.append(
+                    Point(f"{arm.label}, {condition}", columns, base(settings, arm.label, **{fault: level}))
+                )
+    return points
+
+
+def run(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) every point over the profile's seeds into `root` (default: the profile's store);
+    a run that fails under a fault is recorded, not raised (`crashes` counts it). `options` as for
+    `experiments.run_design`."""
+    return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+
+
+def scores(result: SweepResult) -> pd.DataFrame:
+    """One row per finished run: its scores (`analysis.verdicts.run_scores`) with `COLUMNS`."""
+    scored = paired.scores(result, {})
+    columns = result.runs[["label", *COLUMNS]].drop_duplicates("label")
+    return scored.merge(columns, on="label", validate="many_to_one")
+
+
+def crashes(result: SweepResult) -> pd.DataFrame:
+    """Per scheme and condition, the runs that failed (`SweepResult.failures`) out of all."""
+    runs = result.runs.assign(failed=result.runs["status"] == "failed")
+    table = runs.groupby(["scheme", "condition"], sort=False)["failed"].agg(failed="sum", runs="size")
+    return table.reset_index()
+
+
+def margin(scored: pd.DataFrame) -> float:
+    """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's clean gain (`verdicts.gain`),
+    `schemes.MIN_MARGIN` where grpo learned nothing."""
+    clean = scored[(scored["scheme"] == schemes.REFERENCE) & (scored["condition"] == CLEAN_CONDITION)]
+    return max(MARGIN_OF_GAIN * verdicts.gain(clean), schemes.MIN_MARGIN)
+
+
+def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """What each fault does to each scheme's score, paired on seeds with the scheme's clean runs
+    (`robustness.degradation`: diff, 95% interval, MDE, verdict against `margin`), the schemes in the
+    scheme study's order."""
+    table = robustness.degradation(scored, "score", margin=margin)
+    return table.sort_values("scheme", key=_scheme_order, kind="stable", ignore_index=True)
+
+
+def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Per scheme row of the scheme study (`schemes.arms`: against grpo, and against its matched
+    comparator) and fault condition, the scheme's change under the fault minus the control's, paired
+    on seeds (`power.paired` of the two changes per seed): positive, the scheme loses less. Columns:
+    row, kind, treatment, control, condition, n, diff, lo, hi, mde, verdict (against `margin`)."""
+    change = _per_seed_changes(scored)
+    rows = []
+    for name, kind, treatment, control in schemes.arms(set(scored["scheme"])):
+        for condition in dict.fromkeys(change.loc[change["scheme"] == treatment, "condition"]):
+            t = _series(change, treatment, condition)
+            c = _series(change, control, condition)
+            result = power.paired(t, c)
+            rows.append(
+                {"row": name, "kind": kind, "treatment": treatment, "control": control,
+                 "condition": condition, "n": result.n, "diff": result.effect, "lo": result.low,
+                 "hi": result.high, "mde": result.mde, "verdict": result.verdict(margin)}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _per_seed_changes(scored: pd.DataFrame) -> pd.DataFrame:
+    """Per scheme, faulty condition and seed: the score minus the scheme's clean score of that seed."""
+    clean = scored[scored["condition"] == CLEAN_CONDITION].set_index(["scheme", "seed"])["score"]
+    faulty = scored[scored["condition"] != CLEAN_CONDITION]
+    lost = faulty["score"].to_numpy() - clean.reindex(pd.MultiIndex.from_frame(faulty[["scheme", "seed"]]))
+    return faulty[["scheme", "condition", "seed"]].assign(change=np.asarray(lost, dtype=float))
+
+
+def _series(change: pd.DataFrame, scheme: str, condition: str) -> pd.Series:
+    found = change[(change["scheme"] == scheme) & (change["condition"] == condition)]
+    return found.set_index("seed")["change"]
+
+
+def _scheme_order(column: pd.Series) -> pd.Series:
+    order = {name: i for i, name in enumerate(schemes.SCHEMES)}
+    return column.map(order)
+
+
+def figure(changed: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure:
+    """A panel per fault condition: each scheme's change of the headline score under it (the
+    effect with its 95% interval, coloured by verdict), its MDE as a grey bar around 0 and the margin
+    as dotted lines; the title gives the seeds the rows rest on."""
+    conditions = list(dict.fromkeys(changed["condition"]))
+    size = (max(2.6 * len(conditions) + 1.5, 8), 0.32 * changed["scheme"].nunique() + 2.2)
+    fig, axes = plt.subplots(1, len(conditions), figsize=size, squeeze=False, sharey=True)
+    names = [s for s in schemes.SCHEMES if s in set(changed["scheme"])][::-1]
+    y = {name: i for i, name in enumerate(names)}
+    for ax, condition in zip(axes[0], conditions):
+        rows = changed[changed["condition"] == condition]
+        for r in rows.itertuples():
+            at = y[r.scheme]
+            if np.isfinite(r.mde):
+                ax.barh(at, 2 * r.mde, left=-r.mde, height=0.6, color="0.88", zorder=1)
+            colour = COLOURS.get(r.verdict, "0.5")
+            ax.errorbar(r.diff, at, xerr=[[r.diff - r.lo], [r.hi - r.diff]], fmt="o", color=colour,
+                        ms=4, capsize=2, zorder=3)  # fmt: skip
+        for edge in (-margin, margin):
+            ax.axvline(edge, color="0.4", ls=":", lw=1)
+        ax.axvline(0, color="0.2", lw=0.8)
+        ax.set_title(condition, fontsize=9)
+        ax.set_xlabel("change of the headline score", fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].set_yticks(range(len(names)), names, fontsize=8)
+    n = changed["n"]
+    seeds = f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"
+    fig.suptitle(
+        f"what each fault does to each scheme ({described(settings)}, {settings.steps} steps, {seeds} paired "
+        f"seeds):\nfault minus clean, 95% interval coloured by verdict; grey: MDE; dotted: the margin "
+        f"({margin:.3f})",
+        fontsize=10,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return fig
+
+
+def markdown(changed: pd.DataFrame, compared: pd.DataFrame, failed: pd.DataFrame) -> str:
+    """The two tables as GitHub markdown: per condition and scheme the change [95% CI], MDE and
+    verdict, with the failed runs; then per condition and scheme row the relative robustness."""
+    lost = {(r.scheme, r.condition): f"{r.failed}/{r.runs}" for r in failed.itertuples()}
+    lines = [
+        "| condition | scheme | change [95% CI] | MDE | seeds | failed runs | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in changed.itertuples():
+        failures = lost.get((r.scheme, r.condition), "0")
+        lines.append(
+            f"| {r.condition} | {r.scheme} | {r.summary} | {r.mde:.3f} | {r.n} | {failures} | {r.verdict} |"
+        )
+    lines += [
+        "",
+        "| condition | row | kind | scheme's change minus the control's [95% CI] | MDE | seeds | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in compared.itertuples():
+        shown = f"{r.diff:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]"
+        lines.append(f"| {r.condition} | {r.row} | {r.kind} | {shown} | {r.mde:.3f} | {r.n} | {r.verdict} |")
+    return "\n".join(lines) + "\n"
