@@ -67,22 +67,24 @@ def late(runs: pd.DataFrame, column: str) -> pd.Series:
     return pd.Series({seed: _edges(run, column)[1] for seed, run in train.groupby("seed")}, dtype=float)
 
 
-def length_bias(grpo: pd.DataFrame, dr_grpo: pd.DataFrame) -> Presence:
-    """The Dr. GRPO length bias: how much longer the incorrect answers are under grpo than under
-    dr_grpo over the last `EARLY` of the runs (tokens), paired on seeds; present when the interval lies
-    above 0. Both arms of a seed sample the same completions at step 0 (one start, one sampler
-    stream), so this is the difference of their growth from that common start; a growth measured from
-    each arm's own first `EARLY` would subtract what the arm had already changed in those steps."""
-    effect = paired(late(grpo, INCORRECT_LENGTH), late(dr_grpo, INCORRECT_LENGTH))
+def length_bias(per_sequence: pd.DataFrame, dr_grpo: pd.DataFrame, control: str = "grpo") -> Presence:
+    """The Dr. GRPO length bias: how much longer the incorrect answers are under the per-sequence
+    normalization (the runs of `control`: grpo, or its matched form `grpo_no_kl`, which differs from
+    dr_grpo in the normalizations alone, not also in the KL term) than under dr_grpo over the last
+    `EARLY` of the runs (tokens), paired on seeds; present when the interval lies above 0. Both arms of
+    a seed sample the same completions at step 0 (one start, one sampler stream), so this is the
+    difference of their growth from that common start; a growth measured from each arm's own first
+    `EARLY` would subtract what the arm had already changed in those steps."""
+    effect = paired(late(per_sequence, INCORRECT_LENGTH), late(dr_grpo, INCORRECT_LENGTH))
     return Presence(
-        "length bias (Dr. GRPO)",
+        f"length bias (Dr. GRPO; {control} against dr_grpo)",
         effect.effect,
         effect.low,
         effect.high,
         0.0,
         bool(math.isfinite(effect.low) and effect.low > 0),
-        "incorrect answers' length late in the run under grpo minus under dr_grpo (tokens; one start), "
-        "paired on seeds",
+        f"incorrect answers' length late in the run under {control} minus under dr_grpo (tokens; one "
+        "start), paired on seeds",
     )
 
 

@@ -6,7 +6,8 @@ reverse between environments"), each bed with a check of that problem computed f
 
 - `long answers`: the base's answers run to 47 tokens and the bed allows 40, so the worked-out style
   is cut off and wrong: long incorrect answers, which grpo's per-sequence normalization penalizes less
-  per token than dr_grpo's (the Dr. GRPO length bias, `problems.length_bias`);
+  per token than dr_grpo's (the Dr. GRPO length bias, `problems.length_bias`, read on `MATCHED`
+  against dr_grpo: the normalizations alone);
 - `sparse reward`: groups of 4 (16 prompts, the same 64 completions a step), so most groups give one
   reward to all early on (`problems.sparse_signal`);
 - `asynchronous sampler`: the sampler is the policy of one step ago and the trainer recomputes the old
@@ -43,12 +44,15 @@ from grpo_lab.studies import schemes
 from grpo_lab.studies.base import described
 
 REFERENCE = schemes.REFERENCE
+MATCHED = "grpo_no_kl"
+"""the length bias's per-sequence arm: grpo without its KL term, dr_grpo's matched comparator, so that
+the check compares the normalizations alone (grpo against dr_grpo also compares a KL term with none)"""
 BASE = "base"
 """the column of the study base (notebook 03's runs) in the matrix"""
 
 
 def _length_bias(metrics: pd.DataFrame) -> Presence:
-    return problems.length_bias(_arm(metrics, REFERENCE), _arm(metrics, "dr_grpo"))
+    return problems.length_bias(_arm(metrics, MATCHED), _arm(metrics, "dr_grpo"), MATCHED)
 
 
 def _sparse(metrics: pd.DataFrame) -> Presence:
@@ -87,7 +91,7 @@ SCENARIOS: dict[str, Scenario] = {
         (("max_completion_length", 40),),
         "long answers dominate: mind the loss coefficients and sequence-level advantages",
         _length_bias,
-        (REFERENCE, "dr_grpo"),
+        (REFERENCE, MATCHED, "dr_grpo"),
     ),
     "sparse reward": Scenario(
         (("group_size", 4), ("prompts_per_step", 16)),

@@ -305,13 +305,16 @@ def efficiency_summary(result: SweepResult, settings: Profile) -> pd.DataFrame:
 
 def problems_present(result: SweepResult) -> pd.DataFrame:
     """Whether the study base has the problems the schemes target (`analysis.problems`), from grpo's
-    runs (and dr_grpo's, for the length bias it targets): a row whose problem is absent measures the
-    scheme's cost without its benefit."""
+    runs (and, for the length bias dr_grpo targets, dr_grpo's against its matched comparator's, which
+    differ in the normalizations alone): a row whose problem is absent measures the scheme's cost
+    without its benefit."""
     metrics = result.metrics
     grpo = metrics[metrics["label"] == REFERENCE]
     checks = [problems.sparse_signal(grpo), problems.inconsistency(grpo)]
-    if "dr_grpo" in set(metrics["label"]):
-        checks.insert(0, problems.length_bias(grpo, metrics[metrics["label"] == "dr_grpo"]))
+    comparator = matched_comparator("dr_grpo")
+    if {"dr_grpo", comparator} <= set(metrics["label"]):
+        per_sequence, dr_grpo = (metrics[metrics["label"] == label] for label in (comparator, "dr_grpo"))
+        checks.insert(0, problems.length_bias(per_sequence, dr_grpo, comparator))
     return problems.table(checks)
 
 

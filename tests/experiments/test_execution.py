@@ -61,6 +61,7 @@ TWO_SWEEPS = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cold cache")  # the longest test of the file, and it shares nothing with it
 def test_two_sweeps_in_a_script_on_a_cold_cache_build_once_use_the_pool_and_stay_quiet(tmp_path):
     (tmp_path / "script.py").write_text(TWO_SWEEPS)
     env = {**os.environ, "GRPO_LAB_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}

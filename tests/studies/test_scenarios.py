@@ -32,9 +32,11 @@ def test_every_bed_trains_what_its_check_reads_and_every_scheme_under_the_full_p
 
 
 def test_a_check_without_the_arm_it_reads_is_an_error():
-    metrics = pd.DataFrame({"label": ["grpo"], "seed": [0], "step": [0]})
+    metrics = pd.DataFrame({"label": ["grpo", "grpo_no_kl"], "seed": [0, 0], "step": [0, 0]})
     with pytest.raises(ValueError, match="needs the runs of 'dr_grpo'"):
         scenarios.SCENARIOS["long answers"].check(metrics)
+    with pytest.raises(ValueError, match="needs the runs of 'grpo_no_kl'"):  # the matched reading
+        scenarios.SCENARIOS["long answers"].check(metrics[metrics["label"] == "grpo"])
 
 
 def test_the_matrix_sets_each_bed_beside_the_base_and_marks_a_reversal():
