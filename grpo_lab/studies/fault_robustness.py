@@ -25,21 +25,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import power, robustness, verdicts
+from grpo_lab.analysis import power, robustness
 from grpo_lab.analysis.robustness import CLEAN, CLEAN_CONDITION
-from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
-from grpo_lab.profiles import Budget, Profile
+from grpo_lab.profiles import Profile
 from grpo_lab.studies import faults, paired, schemes
 from grpo_lab.studies.base import base, described
 from grpo_lab.studies.designs import for_profile
 
 COLUMNS = ["scheme", "fault", "level", "condition"]
 """the design's columns that identify a condition (as notebook 04's)"""
-FULL = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
-"""under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail)
-over its first 3 seeds, so that every clean run is one notebook 03 already holds"""
+FULL = schemes.FIRST_LOOK
+"""under the full profile: the scheme study's runs over its first look, so that every clean run is one
+notebook 03 already holds"""
 COLOURS = {
     power.BETTER: "tab:green",
     power.WORSE: "tab:red",
@@ -105,7 +104,7 @@ def margin(scored: pd.DataFrame) -> float:
     """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's clean gain (`verdicts.gain`),
     `schemes.MIN_MARGIN` where grpo learned nothing."""
     clean = scored[(scored["scheme"] == schemes.REFERENCE) & (scored["condition"] == CLEAN_CONDITION)]
-    return max(MARGIN_OF_GAIN * verdicts.gain(clean), schemes.MIN_MARGIN)
+    return schemes.margin_of(clean)
 
 
 def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -113,7 +112,7 @@ def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     (`robustness.degradation`: diff, 95% interval, MDE, verdict against `margin`), the schemes in the
     scheme study's order."""
     table = robustness.degradation(scored, "score", margin=margin)
-    return table.sort_values("scheme", key=_scheme_order, kind="stable", ignore_index=True)
+    return table.sort_values("scheme", key=schemes.order, kind="stable", ignore_index=True)
 
 
 def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -147,11 +146,6 @@ def _per_seed_changes(scored: pd.DataFrame) -> pd.DataFrame:
 def _series(change: pd.DataFrame, scheme: str, condition: str) -> pd.Series:
     found = change[(change["scheme"] == scheme) & (change["condition"] == condition)]
     return found.set_index("seed")["change"]
-
-
-def _scheme_order(column: pd.Series) -> pd.Series:
-    order = {name: i for i, name in enumerate(schemes.SCHEMES)}
-    return column.map(order)
 
 
 def figure(changed: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure:

@@ -31,17 +31,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import stats, verdicts
-from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
-from grpo_lab.profiles import Budget, Profile
+from grpo_lab.profiles import Profile
 from grpo_lab.studies import paired, schemes
 from grpo_lab.studies.base import base, described
 
-FULL = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
-"""under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail)
-over its first 3 seeds, so that every factor-1 run is one notebook 03 already holds"""
+FULL = schemes.FIRST_LOOK
+"""under the full profile: the scheme study's runs over its first look, so that every factor-1 run is
+one notebook 03 already holds"""
 OPEN_SIDE = 0.5
 """a clip bound at least this large is the open side of a one-sided clip (CISPO's eps_low 0.999):
 the clip knob leaves it open"""
@@ -160,7 +159,7 @@ def margin(scored: pd.DataFrame) -> float:
     """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's gain (`verdicts.gain`) at its own
     settings, `schemes.MIN_MARGIN` where grpo learned nothing."""
     own = scored[(scored["scheme"] == schemes.REFERENCE) & (scored["factor"] == 1.0)]
-    return max(MARGIN_OF_GAIN * verdicts.gain(own.drop_duplicates("seed")), schemes.MIN_MARGIN)
+    return schemes.margin_of(own.drop_duplicates("seed"))
 
 
 def outcome_table(scored: pd.DataFrame) -> pd.DataFrame:
@@ -176,8 +175,7 @@ def outcome_table(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def _scheme_order(column: pd.Series) -> pd.Series:
-    order = {name: i for i, name in enumerate(schemes.SCHEMES)}
-    return column.map(order) if column.name == "scheme" else column
+    return schemes.order(column) if column.name == "scheme" else column
 
 
 def edge_table(outcomes: pd.DataFrame, margin: float) -> pd.DataFrame:

@@ -57,6 +57,11 @@ FULL = Budget(seeds=tuple(range(9)), steps=60, eval_every=5, scored_tail=True)
 tail: the score pilot's sd of the headline score puts a scheme comparison's MDE within 0.15 of grpo's
 gain at 9 seeds; the sequential rule stops a clear comparison earlier (`docs/studies.md`, "Sizing
 the full profile")"""
+FIRST_LOOK = Budget(
+    seeds=tuple(range(MIN_SEEDS)), steps=FULL.steps, eval_every=FULL.eval_every, scored_tail=True
+)
+"""the scheme study's runs over its first look (`MIN_SEEDS` seeds): the budget of the studies that vary
+one thing around each scheme's own run (16's knobs, 17's faults), so that their unvaried runs are 03's"""
 CURVES = (
     "val/accuracy",
     "reward",
@@ -183,6 +188,17 @@ def rule(margin: float, cap: int) -> sequential.Plan:
     return sequential.Plan(
         margin=max(margin, MIN_MARGIN), min_seeds=MIN_SEEDS, block=LOOK_BLOCK, max_seeds=cap
     )
+
+
+def margin_of(reference: pd.DataFrame) -> float:
+    """The study's margin from the reference's scored runs (`verdicts.gain`): `MARGIN_OF_GAIN` x its
+    gain, `MIN_MARGIN` when it learned nothing."""
+    return max(MARGIN_OF_GAIN * verdicts.gain(reference), MIN_MARGIN)
+
+
+def order(column: pd.Series) -> pd.Series:
+    """A sort key that puts scheme names in the order of `SCHEMES`."""
+    return column.map({name: i for i, name in enumerate(SCHEMES)})
 
 
 def _stored_score(config: Config, root: str | Path | None) -> tuple[float, float] | None:
