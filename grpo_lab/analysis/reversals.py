@@ -131,7 +131,8 @@ def figure(by_condition: Mapping[str, pd.DataFrame], changed: pd.DataFrame, titl
     image = ax.imshow(values, cmap="RdBu", vmin=-CLIP, vmax=CLIP, aspect="auto")
     for i, line in enumerate(words):
         for j, text in enumerate(line):
-            ax.text(j, i, text, ha="center", va="center", fontsize=6)
+            dark = np.isfinite(values[i, j]) and abs(values[i, j]) > 0.6 * CLIP  # white on the darkest cells
+            ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white" if dark else "black")
     for r in changed.to_dict("records"):
         key = f"{r['row']} ({r['kind']})"
         if r["change"] in FRAMES and key in rows:

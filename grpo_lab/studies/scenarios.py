@@ -25,6 +25,7 @@ guide's "rankings can reverse between environments", measured.
   row on the base and on each bed, with its change from the base;
 - `figure_presence`, `figure` (the matrix), `matrix_markdown` (written next to the matrix's figure)."""
 
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,7 @@ def matrix(by_bed: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 def figure_presence(checks: pd.DataFrame, settings: Profile) -> plt.Figure:
     """One panel per bed: its problem's measured figure with its 95% interval over seeds, against the
     bound at which the problem counts as present (dashed)."""
-    fig, axes = plt.subplots(1, len(checks), figsize=(4.2 * len(checks), 2.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(checks), figsize=(4.2 * len(checks), 2.9), squeeze=False)
     for ax, row in zip(axes[0], checks.to_dict("records")):
         colour = "tab:green" if row["present"] else "tab:red"
         low, high = row["low"], row["high"]
@@ -187,7 +188,7 @@ def figure_presence(checks: pd.DataFrame, settings: Profile) -> plt.Figure:
         ax.errorbar([row["value"]], [0], xerr=span, fmt="o", color=colour, capsize=4)
         ax.axvline(row["threshold"], color="black", linestyle="--", linewidth=1)
         ax.set_yticks([])
-        ax.set_xlabel(row["measure"], fontsize=7)
+        ax.set_xlabel(textwrap.fill(row["measure"], 60), fontsize=7)
         present = "present" if row["present"] else "absent"
         ax.set_title(f"{row['bed']}: {row['problem']} {present}", fontsize=8)
         ax.grid(alpha=0.3, axis="x")
