@@ -45,12 +45,23 @@ REFERENCE = "grpo"
 ALL_ON = "all"
 """the leave-one-out reference: every trick on"""
 VARIANTS: dict[str, dict[str, Any]] = {
-    "no KL": {"kl_coef": 0.0, "kl_placement": "off"},
+    "no KL": {"kl_coef": 0.0, "kl_placement": "off", "kl_monitor": True},
     "no clipping": {"surrogate": "no_clip"},
     "KL in reward": {"kl_placement": "reward"},
 }
 """the components of the objective, each changed alone over the base (the KL estimators are 07's
-study, `studies.kl_estimators`)"""
+study, `studies.kl_estimators`); the arm without a KL term logs the exact KL to the reference all the
+same (`kl_monitor`), so that its KL can be drawn beside the others'"""
+KL_IN_REWARD = "KL in reward"
+"""the component that moves the KL into the reward"""
+RECALIBRATED = "KL in reward, recalibrated"
+"""the Evaluation guide's §7 remedy, run over `KL_IN_REWARD` and judged against it alone: the
+advantage's group mean subtracted as before, but divided by the batch's std (`lite_ppo`'s
+normalization) where grpo divides by each group's, so that a group whose task rewards are all equal
+keeps its KL differences at their own small scale instead of being raised to the unit scale of a
+real signal"""
+RECALIBRATION: dict[str, Any] = {**VARIANTS[KL_IN_REWARD], "advantage": "lite_ppo"}
+"""the config fields `RECALIBRATED` sets over the base"""
 
 
 @dataclass(frozen=True)
@@ -141,8 +152,12 @@ def allowance(settings: Profile) -> list[Config]:
 
 
 def component_points(settings: Profile) -> list[Point]:
-    """The base (`REFERENCE`), then each component variant."""
-    points = variant_points(base(settings), variants(settings), REFERENCE)
+    """The base (`REFERENCE`), then each component variant, then `RECALIBRATED` where the variants
+    include the one it recalibrates (`KL_IN_REWARD`)."""
+    changes = variants(settings)
+    if KL_IN_REWARD in changes:
+        changes = {**changes, RECALIBRATED: RECALIBRATION}
+    points = variant_points(base(settings), changes, REFERENCE)
     return [Point(p.label, {"part": "components", "arm": p.label}, p.config) for p in points]
 
 
@@ -201,10 +216,13 @@ def scores(result: SweepResult) -> pd.DataFrame:
 def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     """The verdict rows: each component variant and each conflict against the base (a conflict only
     where some of its runs finished), then each trick (all on against all but that one), paired on
-    seeds. The `kind` column says which ('component', 'conflict', 'trick'); `margin` as for
+    seeds; `RECALIBRATED` against `KL_IN_REWARD` (kind 'recalibration': the normalization alone).
+    The `kind` column says which ('component', 'recalibration', 'conflict', 'trick'); `margin` as for
     `analysis.verdicts.compare` (None: a share of the reference's gain)."""
     labels = set(scored["label"])
     arms = [(v, "component", v, REFERENCE) for v in VARIANTS if v in labels]
+    if {RECALIBRATED, KL_IN_REWARD} <= labels:
+        arms.append((RECALIBRATED, "recalibration", RECALIBRATED, KL_IN_REWARD))
     arms += [(c, "conflict", c, REFERENCE) for c in CONFLICTS if c in labels]
     arms += [(t, "trick", ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in labels]
     return verdicts.compare(scored, arms, margin=margin)
@@ -285,18 +303,21 @@ def figure_curves(result: SweepResult, name: str, settings: Profile) -> plt.Figu
     return plots.curves(metrics, shown, by="label", smooth=SMOOTH, title=title)
 
 
-KL_PLACEMENTS = (REFERENCE, "KL in reward", "no KL")
-"""the arms of the KL-placement figure: the KL in the loss (the base), in the reward, and off"""
+KL_PLACEMENTS = (REFERENCE, KL_IN_REWARD, RECALIBRATED, "no KL")
+"""the arms of the KL-placement figure: the KL in the loss (the base), in the reward (as it is, and
+with the advantage normalization recalibrated), and off"""
 
 
 def figure_kl_placement(result: SweepResult, settings: Profile) -> plt.Figure:
     """What moving the KL into the reward does to the signal (Evaluation guide §7), per step for the
-    KL in the loss (the base), in the reward and off (`KL_PLACEMENTS`, those the runs have): the reward
-    the advantage is computed from (the task's, plus the summed KL penalty where it sits in the
-    reward: `kl_reward/mean`), the mean |advantage|, the share of groups whose task rewards are all
-    equal (with the KL in the reward their normalized advantage is the KL's differences alone), and
-    the exact KL to the reference (not logged by an arm without a reference pass); mean over each
-    arm's seeds, trailing mean over `SMOOTH` steps."""
+    KL in the loss (the base), in the reward, in the reward with the advantage normalization
+    recalibrated (`RECALIBRATED`), and off (`KL_PLACEMENTS`, those the runs have): the reward the
+    advantage is computed from (the task's, plus the summed KL penalty where it sits in the reward:
+    `kl_reward/mean`), the mean |advantage|, the share of groups whose task rewards are all equal,
+    the mean |advantage| within those groups (0 for an advantage of the task reward alone: with the
+    KL in the reward it is the KL's differences, normalized), and the exact KL to the reference; a
+    panel names the arms whose runs did not log its metric; mean over each arm's seeds, trailing
+    mean over `SMOOTH` steps."""
     metrics = part(result, "components").metrics  # the base is the first component
     arms = [a for a in KL_PLACEMENTS if a in set(metrics["label"])]
     metrics = metrics[metrics["label"].isin(arms)]
@@ -307,10 +328,11 @@ def figure_kl_placement(result: SweepResult, settings: Profile) -> plt.Figure:
         ("rewards/correct/mean", "task reward per completion"),
         ("advantages/abs_mean", "mean |advantage| per completion"),
         ("frac_reward_zero_std", "groups whose task rewards are all equal (share)"),
+        ("advantages/zero_std_abs_mean", "mean |advantage| in those groups"),
         ("kl/exact", "exact KL to the reference (nats per token)"),
     ]
-    fig, axes = plt.subplots(1, 4, figsize=(17.0, 3.8))
-    colours = dict(zip(KL_PLACEMENTS, ("black", "tab:red", "tab:blue")))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+    colours = dict(zip(KL_PLACEMENTS, ("black", "tab:red", "tab:orange", "tab:blue")))
     for ax, (metric, label) in zip(axes, panels):
         missing = []
         for arm in arms:

@@ -13,6 +13,7 @@ is read on these runs.
   `analysis.reversals.matrix`), `early_versus_final`."""
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,19 @@ def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None
 
 
 def design(settings: Profile) -> list[Point]:
-    """Every scheme of the scheme study and its matched comparator (`schemes.design`) at the horizon."""
-    return schemes.design(settings)
+    """Every scheme of the scheme study and its matched comparator (`schemes.design`) at the horizon;
+    an arm without a KL term logs the exact KL to the reference all the same (`kl_monitor`: a
+    reference forward per step, nothing learned changes), so that every arm's KL and its volatility
+    over the long horizon can be set side by side (Evaluation guide §4.2)."""
+    return [monitored(p) for p in schemes.design(settings)]
+
+
+def monitored(point: Point) -> Point:
+    """`point` with `kl_monitor` set where its run would not run the reference otherwise (an arm
+    that already does logs the exact KL, and keeps its config, so its key)."""
+    if point.config.reference_forward:
+        return point
+    return replace(point, config=point.config.replace(kl_monitor=True))
 
 
 def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:

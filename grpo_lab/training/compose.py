@@ -239,7 +239,7 @@ class Objective:
         kl_sum = (kl_reward * mask).sum(-1) if kl_reward is not None else torch.zeros_like(rewards)  # (N,)
         filled = torch.where(unscored, _group_nanmean(rewards + kl_sum, groups), rewards + kl_sum)  # (N,)
         seq_adv = self.advantage_fn(filled, groups, lengths, c.adv_eps).masked_fill(unscored, 0.0)  # (N,)
-        stats = {}
+        stats = {"advantages/zero_std_abs_mean": equal_groups_abs_mean(seq_adv, rewards, groups)}
         if c.adv_batch_norm:
             whitened = batch_normalize(seq_adv, c.adv_eps)  # (N,)
             stats["advantages/batch_norm_shift"] = float((whitened - seq_adv).abs().mean())
@@ -397,3 +397,17 @@ def _group_nanmean(x: Tensor, groups: Groups) -> Tensor:
     scored = rows * ~g.isnan()  # (B, G)
     mean = obj.masked_mean(g.nan_to_num(0.0), scored, dim=-1)  # (B,)
     return per_row(mean, groups)
+
+
+def equal_groups_abs_mean(seq_adv: Tensor, rewards: Tensor, groups: Groups) -> float:
+    """Mean |sequence advantage| (N,) over the completions of the groups whose task rewards (N,) are
+    all equal (unscored ones counted as 0, as `frac_reward_zero_std` counts them): 0 for an advantage
+    of the task reward alone; with the KL in the reward, what its differences within the group
+    become once normalized (Evaluation guide §7: a changed reward scale distorts the normalized
+    advantage). NaN in a step without such a group."""
+    g, m = padded(rewards.nan_to_num(0.0), groups)  # (B, G)
+    present = m.bool()  # (B, G)
+    high = g.masked_fill(~present, float("-inf")).amax(-1)  # (B,)
+    low = g.masked_fill(~present, float("inf")).amin(-1)  # (B,)
+    equal = per_row(torch.isclose(high, low), groups)  # (N,)
+    return float(seq_adv[equal].abs().mean()) if bool(equal.any()) else float("nan")

@@ -28,3 +28,23 @@ def test_grpos_gain_is_read_from_the_base_runs():
     assert ablations.reference_gain(scored) == pytest.approx(0.25)
     with pytest.raises(ValueError, match="no runs of the base 'grpo'"):
         ablations.reference_gain(scored[scored["label"] != "grpo"])
+
+
+def test_the_recalibrated_arm_differs_from_the_kl_in_reward_arm_in_the_normalization_alone():
+    points = {p.label: p.config for p in ablations.component_points(ablations.settings("full"))}
+    moved, recalibrated = points[ablations.KL_IN_REWARD], points[ablations.RECALIBRATED]
+    changed = {k for k, v in recalibrated.to_dict().items() if moved.to_dict()[k] != v}
+    assert changed == {"advantage"} and recalibrated.advantage == "lite_ppo"
+    assert points["no KL"].kl_monitor and points["no KL"].reference_forward  # its exact KL is logged
+    smoke = [p.label for p in ablations.component_points(ablations.settings("smoke"))]
+    assert ablations.RECALIBRATED not in smoke  # not without the arm it recalibrates
+
+
+def test_the_recalibration_is_judged_against_the_kl_in_reward_arm(monkeypatch):
+    judged = []
+    monkeypatch.setattr(ablations.verdicts, "compare", lambda scored, arms, margin: judged.extend(arms))
+    labels = ["grpo", ablations.KL_IN_REWARD, ablations.RECALIBRATED]
+    ablations.table(pd.DataFrame({"label": labels}))
+    assert (ablations.RECALIBRATED, "recalibration", ablations.RECALIBRATED, ablations.KL_IN_REWARD) in judged
+    ablations.table(pd.DataFrame({"label": ["grpo", ablations.RECALIBRATED]}))
+    assert [arm[1] for arm in judged].count("recalibration") == 1  # not without its comparator

@@ -138,6 +138,9 @@ def test_the_long_verdicts_compare_every_scheme_at_the_horizon_the_stored_pilot_
     assert len(runs) == len(horizon.PILOT.seeds) + len(long)  # the pilot first
     assert {c.preset for c in long} == set(schemes.SCHEMES)
     assert len(long) == len(schemes.SCHEMES) * len(long_verdicts.SEEDS)
+    assert all(c.reference_forward for c in long)  # every arm logs the exact KL to the reference
+    by_arm = {p.label: p.config for p in long_verdicts.design(before)}
+    assert not by_arm["grpo"].kl_monitor and by_arm["grpo_no_kl"].kl_monitor
     with pytest.raises(ValueError, match="the pilot has fixed no horizon"):
         long_verdicts.run(long_verdicts.design(before), before)
     logs = pilot_logs(horizon.PILOT.seeds)
