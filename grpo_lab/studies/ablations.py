@@ -361,7 +361,8 @@ def figure_kl_placement(result: SweepResult, settings: Profile) -> plt.Figure:
     axes[0].legend(fontsize=7)
     counts = train.groupby("label")["seed"].nunique().reindex(arms).tolist()
     fig.suptitle(
-        f"KL in the loss, in the reward (as it is and recalibrated), off: {described(settings)}, {settings.steps} steps; mean over "
+        f"KL in the loss, in the reward (as it is and recalibrated), off: {described(settings)}, "
+        f"{settings.steps} steps; mean over "
         f"{seeds_shown(counts)} seeds per line, trailing mean over {SMOOTH} steps",
         fontsize=10,
     )
