@@ -19,11 +19,11 @@ from grpo_lab.runlog import RunWriter, seal
 STEPS = 12
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 MIN_CLEAN_RUNS = 60
+"""below this many clean runs of the study base and the schemes, a false-alarm rate of at most 5%
+cannot be told from one of 10% (one-sided 95% bound at 0 of 60 runs: 4.9%): the stored-runs test skips"""
 LONG_STEPS = 500
 """the rules were calibrated on clean runs shorter than this; the long-horizon runs (notebooks 05 and
 15) are held apart, since the largest gradient norm of a run grows with its length"""
-"""below this many clean runs of the study base and the schemes, a false-alarm rate of at most 5%
-cannot be told from one of 10% (one-sided 95% bound at 0 of 60 runs: 4.9%): the stored-runs test skips"""
 
 
 def metrics(zero_std: float = 0.1, val: tuple[float, ...] = (0.3, 0.35, 0.4, 0.45)) -> pd.DataFrame:
@@ -274,4 +274,3 @@ def test_every_rule_is_quiet_on_the_stored_long_clean_runs(stored_clean_runs):
     table = alarms.false_alarms(fired, known)
     loud = table[table["rate"] > 0.05]
     assert loud.empty, f"rules firing on more than 5% of {len(clean)} long clean runs:\n{loud}"
-
