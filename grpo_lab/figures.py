@@ -70,9 +70,10 @@ def regenerate(
             f"{len(pending)} runs are not current in the store {planned.store} and --no-train forbids "
             f"training them: {named}{' ...' if len(pending) > 5 else ''}"
         )
+    chosen = notebooks(only, root)
     with watch(Progress(planned)):
-        failures = _execute(profile, notebooks(only, root), executed_dir(root, profile), root)
-    print(f"index of figures: {write_index(root, profile)}")
+        failures = _execute(profile, chosen, executed_dir(root, profile), root)
+    print(f"index of figures: {write_index(root, profile, {path.stem for path in chosen})}")
     return failures
 
 
@@ -224,18 +225,22 @@ ORPHANS = "Figures no recorded execution wrote"
 """the index's last section: figures that no execution, recorded here or kept, wrote"""
 
 
-def write_index(root: Path, profile: str) -> Path:
+def write_index(root: Path, profile: str, executed_now: set[str] | None = None) -> Path:
     """Write the index of figures for `profile` (see `index_path`): a section per executed notebook
     with its parameters, resolved profile, commit and dates, the figures it wrote and the markdown
     tables written beside them (`<figure>.md`, e.g. the verdict table); then the figures no recorded
-    execution wrote. Built from the executed notebooks (`executed_dir`) and figures/ as they are; the
-    section of a notebook with no executed copy there (`grpo-lab figures --only` ran others) is kept
-    as the index had it, with the figures it lists, so regenerating one notebook never drops another's
-    record."""
+    execution wrote. Built from the executed notebooks (`executed_dir`) and figures/ as they are: a
+    figure belongs to the execution during which it was last modified. The section of a notebook
+    outside `executed_now` (None: every notebook) that the index already has is kept as it was, with
+    the figures it lists, as is that of a notebook with no executed copy here: regenerating one
+    notebook (`grpo-lab figures --only`) never drops another's record, also in a fresh clone, where
+    every file's modification time is the checkout's."""
     executed = sorted(executed_dir(root, profile).glob("[0-9][0-9]_*.ipynb"))
     figures = sorted((root / "figures").glob("*.png"))
-    records = [execution_record(p) for p in executed]
     path = index_path(root, profile)
+    indexed = set(_kept_sections(path, set()))
+    now = {p.stem for p in executed} if executed_now is None else executed_now
+    records = [execution_record(p) for p in executed if p.stem in now or p.stem not in indexed]
     link = {f: os.path.relpath(f, path.parent) for f in figures}
     lines = [
         "# Figures",

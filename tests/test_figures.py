@@ -118,6 +118,30 @@ def test_a_notebook_without_an_execution_here_keeps_its_section(tmp_path):
     assert "06_sensitivity.png" not in orphans and "07_kl_gradients.png" in orphans  # 07 no longer wrote it
 
 
+def test_a_fresh_clone_keeps_the_sections_of_the_notebooks_not_executed_now(tmp_path):
+    """In a fresh clone every figure's modification time is the checkout's, inside no recorded
+    execution: `--only 07_kl` rewrites 07's section and keeps 06's as the index had it."""
+    fake_project(tmp_path)
+    before = figures.write_index(tmp_path, "full").read_text()
+    checkout = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=5)
+    for png in (tmp_path / "figures").glob("*.png"):
+        os.utime(png, (checkout.timestamp(), checkout.timestamp()))
+    executed_notebook(
+        tmp_path / "figures" / "notebooks" / "07_kl.ipynb",
+        datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=1),
+        60,
+        {"profile": "full"},
+        "def456",
+    )
+    figure(tmp_path, "07_kl_tokens.png", datetime.datetime.now(datetime.timezone.utc))
+    text = figures.write_index(tmp_path, "full", {"07_kl"}).read_text()
+    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
+    assert sections["06_sensitivity"].rstrip() == before.split("\n## ")[1].rstrip()
+    assert "`def456`" in sections["07_kl"] and "[07_kl_tokens.png]" in sections["07_kl"]
+    everything = figures.write_index(tmp_path, "full").read_text()  # every section from the file times
+    assert "No figure was written by this execution." in everything.split("\n## ")[1]
+
+
 def test_each_figure_is_listed_with_what_it_shows_kept_sections_too(tmp_path):
     """The 'shows' column is the title the figure's data records; a section kept from an index
     written before the column existed gets it too."""
