@@ -246,15 +246,22 @@ class Probe:
 
 PROBES: dict[str, Probe] = {
     "ratio_std_max": Probe("importance_ratio", lambda e: e["median_std"]),
+    "kl_drift_growth": Probe("kl_drift", lambda e: e["quarter_growth"]),
     "kl_volatility_max": Probe("kl_volatility", lambda e: e["relative_diff_std"]),
-    "grad_spike_ratio": Probe("grad_spikes", lambda e: e["max"] / e["median"]),
+    "grad_spike_ratio": Probe("grad_spikes", lambda e: e["excess"] / e["median"]),
     "clip_rise_min": Probe("clip_rate", lambda e: e["median_clip_rate"] / e["start_clip_rate"]),
 }
-"""per calibrated field of `Thresholds`: its rule and number (the run's median ratio std; its KL
-volatility; its largest gradient norm over the median; the clip rate of its most persistently high
-window over its start)"""
+"""per calibrated field of `Thresholds`: its rule and number (the run's median ratio std; the rise of
+its KL from the third to the last quarter, where its last half's slope is significant; its KL
+volatility; its largest gradient norm beyond the spikes its length allows, over the median; the clip
+rate of its most persistently high window over its start)"""
 PROBING = Thresholds(
-    ratio_std_max=0.0, kl_volatility_max=0.0, grad_spike_k=0.0, grad_spike_ratio=0.0, clip_rise_min=0.0
+    ratio_std_max=0.0,
+    kl_drift_growth=0.0,
+    kl_volatility_max=0.0,
+    grad_spike_k=0.0,
+    grad_spike_ratio=0.0,
+    clip_rise_min=0.0,
 )
 """thresholds under which each rule of `PROBES` fires on every run it can judge, so that its finding
 reports the number (the clip rule still needs a persistently high window: only those runs have a

@@ -163,8 +163,11 @@ class Thresholds:
     percentile 0.126, odd seeds at most 0.109)"""
     kl_floor: float = 1e-3
     """KL levels below this are too small to call drifting or volatile"""
-    kl_drift_growth: float = 0.15
-    """drift: the last quarter's mean KL exceeds the third quarter's by at least this relative amount..."""
+    kl_drift_growth: float = 0.28
+    """drift: the last quarter's mean KL exceeds the third quarter's by at least this relative amount...
+    Calibrated: under a KL penalty the exact KL of a clean run keeps climbing slowly, and the clean runs
+    whose last half rises significantly grow 11-28% over that quarter (even seeds' 99th percentile
+    0.23), the long ones (500-1000 steps) 11-19%"""
     kl_drift_t: float = 3.0
     """...and the slope over the last half is positive with a t-statistic of at least this"""
     kl_warmup_frac: float = 0.2
@@ -185,10 +188,16 @@ class Thresholds:
     """a gradient-norm spike exceeds the median + k x MAD (MAD scaled to a Gaussian std)..."""
     grad_spike_ratio: float = 4.6
     """...and also this multiple of the median. Calibrated: gradient norms are heavy-tailed, and the
-    largest of a clean run of 10 steps or more is 1.4-5.6 x its median (even seeds' 99th percentile
-    3.77; two odd-seed scheme_a runs reach 4.7 and 5.6 and fire)"""
+    largest of a clean run beyond the spikes its length allows (`grad_spike_allowance`) is 1.4-5.6 x
+    its median (even seeds' 99th percentile 3.7; two odd-seed scheme_a runs reach 4.7 and 5.6 and
+    fire)"""
     grad_spike_min_steps: int = 10
     """spike detection needs this many steps for a stable median"""
+    grad_spike_allowance: float = 0.01
+    """...and the rule fires only on more spikes than this share of the run's steps (rounded down: none
+    below 100 steps). The largest of n heavy-tailed gradient norms grows with n: clean runs of 800 to
+    1000 steps show 1 to 6 steps above the limit, so a long run is judged by how often it spikes, a
+    short one by whether it does"""
     zero_std_max: float = 0.5
     """the mean share of groups whose rewards are all equal (no learning signal) may not exceed this"""
     identical_group_max: float = 0.5
@@ -484,21 +493,35 @@ def rule_entropy(run: RunView) -> list[Finding]:
 
 
 def rule_grad_spikes(run: RunView) -> list[Finding]:
-    """[Evaluation guide §4.2, §6] Gradient-norm spikes: steps above median + `grad_spike_k` x MAD and above
-    `grad_spike_ratio` x the median; reports their count and steps."""
+    """[Evaluation guide §4.2, §6] Gradient-norm spikes: more steps than `grad_spike_allowance` of the run
+    above median + `grad_spike_k` x MAD and above `grad_spike_ratio` x the median; reports their count
+    and steps, and `excess`, the largest norm beyond the allowance (the one that made the rule fire)."""
     th, s = run.th, _series(run.metrics, "grad_norm")
     if s is None or len(s) < th.grad_spike_min_steps:
         return []
     median = float(s.median())
     mad = 1.4826 * float((s - median).abs().median())  # scaled to a Gaussian std
     limit = max(median + th.grad_spike_k * mad, th.grad_spike_ratio * median)
+    allowed = int(th.grad_spike_allowance * len(s))
     spikes = s[s > limit]
-    if spikes.empty:
+    if len(spikes) <= allowed:
         return []
     steps = [int(i) for i in spikes.index]
     shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
-    message = f"{len(steps)} gradient-norm spike(s) above {limit:.3g} (median {median:.3g}) at steps {shown}"
-    evidence = {"count": len(steps), "steps": steps, "limit": limit, "median": median, "max": spikes.max()}
+    message = (
+        f"{len(steps)} gradient-norm spike(s) above {limit:.3g} (median {median:.3g}; "
+        f"{allowed} allowed in {len(s)} steps) at steps {shown}"
+    )
+    excess = float(s.nlargest(allowed + 1).iloc[-1])
+    evidence = {
+        "count": len(steps),
+        "steps": steps,
+        "limit": limit,
+        "median": median,
+        "max": spikes.max(),
+        "allowed": allowed,
+        "excess": excess,
+    }
     return [_finding("grad_spikes", "warning", message, (steps[0], steps[-1]), evidence)]
 
 

@@ -192,6 +192,19 @@ def test_sampler_mismatch_low_ess():
 def test_grad_spikes_count_and_steps():
     (f,) = diagnose(healthy(TRIGGERS["grad_spikes"]))
     assert f.evidence["count"] == 2 and f.evidence["steps"] == [30, 60] and f.steps == (30, 60)
+    assert f.evidence["allowed"] == 1 and f.evidence["excess"] == 20.0  # 1% of 100 steps
+
+
+def test_grad_spikes_allow_a_share_of_a_long_run():
+    g = np.exp(noise(0.1, 9, steps=400))
+    g[[50, 150, 250, 350]] = [30.0, 25.0, 20.0, 15.0]
+    assert diagnose(healthy({"grad_norm": g}, steps=400)) == []  # 4 spikes, 4 allowed in 400 steps
+    g[[100, 300]] = [12.0, 10.0]
+    (f,) = diagnose(healthy({"grad_norm": g}, steps=400))
+    assert f.evidence["count"] == 6 and f.evidence["allowed"] == 4
+    assert f.evidence["excess"] == 12.0 and f.evidence["max"] == 30.0  # the 5th largest made it fire
+    short = g[:99].copy()  # no spike allowed below 100 steps: one fires
+    assert diagnose(healthy({"grad_norm": short}, steps=99))[0].evidence["count"] == 1
 
 
 def test_isolated_negative_cosine_is_not_a_conflict():
