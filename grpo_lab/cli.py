@@ -99,6 +99,17 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(record["seconds"], indent=2))
         return 0
     planned = plan(args.profile, args.only, from_empty=args.from_empty)
+    if args.unused:
+        try:
+            unused = planned.unused()
+        except ValueError as error:
+            raise SystemExit(f"--unused: {error} (drop --only and --from-empty)") from error
+        print("\n".join(str(path) for path in unused))
+        print(
+            f"{len(unused)} run directories in {planned.store} no notebook of {args.profile!r} needs",
+            file=sys.stderr,
+        )
+        return 0
     print(json.dumps(planned.counts(), indent=2) if args.json else planned.format())
     return 0
 
@@ -205,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         "--json",
         action="store_true",
         help="print {notebook: {runs, stored, to_train, core_hours, spent_core_hours, ...}}",
+    )
+    pl.add_argument(
+        "--unused",
+        action="store_true",
+        help="list the run directories in the store that no notebook of the profile needs (nothing deleted)",
     )
     pl.add_argument(
         "--calibrate",

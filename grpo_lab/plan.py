@@ -112,6 +112,8 @@ class Plan:
     """the run store looked in"""
     from_empty: bool
     calibration: dict[str, Any]
+    complete: bool = False
+    """planned every notebook (no `only`)"""
 
     def counts(self) -> dict[str, dict[str, float]]:
         """{notebook: {runs, stored, to_train, core_hours}, ..., "total": {...}}."""
@@ -132,6 +134,16 @@ class Plan:
     def to_train(self) -> list[PlannedRun]:
         """The runs still to train, in execution order."""
         return [r for r in self.runs if not r.stored]
+
+    def unused(self) -> list[Path]:
+        """The run directories in the store that no planned run names (sorted): runs of an old start
+        or behaviour, of a design since changed, or made by hand. Only a plan of every notebook can
+        say so (an error under `only`, or from empty)."""
+        if self.from_empty or not self.complete:
+            raise ValueError("only the plan of every notebook against the store knows which runs are unused")
+        planned = {r.path for r in self.runs}
+        found = sorted(p for p in self.store.iterdir() if p.is_dir()) if self.store.is_dir() else []
+        return [p for p in found if p not in planned]
 
     def format(self, cores: int | None = None) -> str:
         """The plan as a table: per notebook and in total, runs, stored, to train, core-hours and
@@ -295,7 +307,7 @@ def plan(
                 if where not in runs:
                     seconds = run_seconds(config, calibration, measured.get(_sibling(config)))
                     runs[where] = PlannedRun(path.stem, config, where, False, ALLOWANCE, "", seconds)
-    return Plan(profile, tuple(names), tuple(runs.values()), shared, store, from_empty, calibration)
+    return Plan(profile, tuple(names), tuple(runs.values()), shared, store, from_empty, calibration, not only)
 
 
 # --- cost -------------------------------------------------------------------------------------------

@@ -196,6 +196,24 @@ def test_progress_reports_each_run_that_ends_with_the_time_left(tmp_path):
     assert progress.left() == "about 0 min" and progress.poll() == []
 
 
+def test_unused_lists_the_store_runs_no_planned_run_names(tmp_path):
+    config = base("smoke")
+    needed = tmp_path / "grpo-seed0-needed"
+    run = plan.PlannedRun("01_baseline", config, needed, True, "current", "", 0.0)
+    for name in ("grpo-seed0-needed", "grpo-seed0-old", "dapo-seed1-by-hand"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "notes.txt").write_text("not a run")
+    complete = plan.Plan("smoke", ("01_baseline",), (run,), {}, tmp_path, False, CALIBRATION, True)
+    assert complete.unused() == [tmp_path / "dapo-seed1-by-hand", tmp_path / "grpo-seed0-old"]
+    for partial in (
+        plan.Plan("smoke", ("01_baseline",), (run,), {}, tmp_path, False, CALIBRATION),  # under --only
+        plan.Plan("smoke", ("01_baseline",), (run,), {}, tmp_path, True, CALIBRATION, True),
+    ):
+        with pytest.raises(ValueError, match="plan of every notebook"):
+            partial.unused()
+    assert plan.plan("smoke", only=["01"], store=tmp_path, calibration=CALIBRATION).complete is False
+
+
 @pytest.mark.slow
 def test_calibrate_times_the_study_base_and_the_plan_reads_it(tmp_path):
     path = tmp_path / "calibration.json"
