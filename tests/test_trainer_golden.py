@@ -6,14 +6,14 @@ them unchanged; a deliberate change of behaviour regenerates them with
 
 and says why in its commit.
 
-Exact floats depend on the CPU kernels torch dispatches to: on a machine whose capability
-(`torch.backends.cpu.get_cpu_capability()`) is not `REFERENCE_CAPABILITY`, the metrics round
-differently in the last bits, and where a run makes a discrete choice on them (kl_cov's top tokens, a
-sampled token) they part. Such a machine compares with golden data of its own capability
-(`golden_metrics.<capability>.json`), which records the reference data it was made beside: after a
-change of the reference data, regenerate them on a machine of that capability too (the same command
-writes the file of the machine it runs on). The reference data alone define the store's behaviour
-version."""
+Exact floats depend on the CPU kernels torch and its BLAS dispatch to, which follow the CPU's
+capability (`torch.backends.cpu.get_cpu_capability()`) and its vendor (MKL takes other paths on AMD
+than on Intel): on a machine other than `REFERENCE_MACHINE` the metrics round differently in the last
+bits, and where a run makes a discrete choice on them (kl_cov's top tokens, a sampled token) they
+part. Such a machine compares with golden data of its own kind (`golden_metrics.<capability>-<vendor>.json`),
+which records the reference data it was made beside: after a change of the reference data,
+regenerate them on a machine of that kind too (the same command writes the file of the machine it
+runs on). The reference data alone define the store's behaviour version."""
 
 import hashlib
 import json
@@ -30,19 +30,25 @@ from grpo_lab.experiments.store import BEHAVIOUR, COMPATIBLE
 from grpo_lab.presets import PRESETS
 
 GOLDEN = Path(__file__).parent / "data" / "golden_metrics.json"
-"""the reference golden data, made where torch's CPU capability is `REFERENCE_CAPABILITY`"""
-REFERENCE_CAPABILITY = "AVX512"
-CAPABILITY = torch.backends.cpu.get_cpu_capability()
+"""the reference golden data, made on a `REFERENCE_MACHINE`"""
+REFERENCE_MACHINE = "AVX512-AuthenticAMD"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor as /proc/cpuinfo names it (GenuineIntel, AuthenticAMD), else 'unknown'."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "unknown")
+
+
+MACHINE = f"{torch.backends.cpu.get_cpu_capability()}-{cpu_vendor()}"
+"""this machine's kind for the golden data: torch's CPU capability and the CPU's vendor"""
 REGENERATE = os.environ.get("GRPO_LAB_REGENERATE_GOLDEN") == "1"
 
 
-def golden_file(capability: str) -> Path:
-    """The golden data a machine of `capability` compares with."""
-    return (
-        GOLDEN
-        if capability == REFERENCE_CAPABILITY
-        else GOLDEN.with_name(f"golden_metrics.{capability}.json")
-    )
+def golden_file(machine: str) -> Path:
+    """The golden data a machine of kind `machine` compares with."""
+    return GOLDEN if machine == REFERENCE_MACHINE else GOLDEN.with_name(f"golden_metrics.{machine}.json")
 
 
 def reference_digest() -> str:
@@ -176,16 +182,16 @@ NAMES = [*CONFIGS, "resume", "reconfigure"]
 def golden() -> dict:
     if REGENERATE:
         return {}
-    file = golden_file(CAPABILITY)
+    file = golden_file(MACHINE)
     if not file.exists():
-        pytest.fail(f"no golden data for the CPU capability {CAPABILITY}: make {file.name} on this machine "
+        pytest.fail(f"no golden data for the machine kind {MACHINE}: make {file.name} on this machine "
                     "with GRPO_LAB_REGENERATE_GOLDEN=1 (see this module's docstring)")  # fmt: skip
     data = json.loads(file.read_text())
     if file == GOLDEN:
         return data
     if data["reference"] != reference_digest():
         pytest.fail(f"{file.name} was made beside other reference data than {GOLDEN.name}: regenerate it on "
-                    f"a {CAPABILITY} machine with GRPO_LAB_REGENERATE_GOLDEN=1")  # fmt: skip
+                    f"a {MACHINE} machine with GRPO_LAB_REGENERATE_GOLDEN=1")  # fmt: skip
     return data["metrics"]
 
 
@@ -193,7 +199,7 @@ def golden() -> dict:
 def write_golden(golden):
     yield
     if REGENERATE:
-        file = golden_file(CAPABILITY)
+        file = golden_file(MACHINE)
         data = golden if file == GOLDEN else {"reference": reference_digest(), "metrics": golden}
         file.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
 
