@@ -44,6 +44,9 @@ with only these away from their defaults injects nothing and is clean"""
 NOT_THE_METHOD = ("run", "logging")
 """config sections that say how a run is run and logged (seed, steps, validation, checkpoints), not
 what it trains: left out of a run's `changes`"""
+MEASUREMENT_ONLY = ("kl_monitor",)
+"""fields of other sections that add a measurement and change nothing learned (the exact KL logged
+without a KL term): left out of a run's `changes` too"""
 ID_COLUMNS = ["run", "path", "preset", "task", "seed", "steps", "condition", "changes"]
 """the columns of `collect_runs`"""
 
@@ -74,7 +77,9 @@ def changes(config: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     compact JSON) joined by spaces in the config's order ('' when none): fields of the
     `NOT_THE_METHOD` sections, fault fields and fields the reference lacks are left out."""
     sections = field_sections()
-    skipped = {name for section in NOT_THE_METHOD for name in sections.get(section, [])}
+    skipped = {name for section in NOT_THE_METHOD for name in sections.get(section, [])} | set(
+        MEASUREMENT_ONLY
+    )
     return " ".join(
         f"{name}={json.dumps(value, separators=(',', ':'))}"
         for name, value in config.items()
@@ -139,11 +144,13 @@ def upper_bound(fired_runs: int, runs: int, confidence: float = 0.95) -> float:
 def confirmed(runs: pd.DataFrame, z: float = Thresholds.val_z) -> pd.DataFrame:
     """Where a rule's claim about a run is shown true by evidence the rule does not read: one row per
     run of `runs` (a `path` column), one boolean column per rule of `RULE_NAMES`. A clean run can fail
-    on its own (a method that does not learn on the task), and a rule is right to fire there. Only the
-    validation stall has such evidence: its claim, "validation accuracy did not improve", is shown
-    true of a run whose final `val/accuracy` (the validation after the last step, a row the rules
-    leave out) is below its first by more than `z` sds of the change (`accuracy_change_sd` over the
-    config's `val_size`): a significant fall. Every other rule has no independent check (all False)."""
+    on its own (a method that does not learn on the task, as cispo collapses on the study base), and a
+    rule is right to fire there. The evidence is the validation stall's: its claim, "validation
+    accuracy did not improve", is shown true of a run whose final `val/accuracy` (the validation after
+    the last step, a row the rules leave out) is below its first by more than `z` sds of the change
+    (`accuracy_change_sd` over the config's `val_size`): a significant fall. Such a run failed, so
+    every rule's warning on it (a runaway entropy, groups without signal) is confirmed too; on the
+    other runs no rule has an independent check (all False)."""
     flags = pd.DataFrame(False, index=runs.index, columns=list(RULE_NAMES))
     for index, path in runs["path"].items():
         metrics = read_metrics(path)
@@ -154,7 +161,7 @@ def confirmed(runs: pd.DataFrame, z: float = Thresholds.val_z) -> pd.DataFrame:
             continue
         first, final = float(accuracy.iloc[0]), float(accuracy.iloc[-1])
         sd = accuracy_change_sd(first, read_config(path).get("val_size"))
-        flags.loc[index, "validation_stall"] = bool(final + z * sd < first)
+        flags.loc[index] = bool(final + z * sd < first)
     return flags
 
 
@@ -248,12 +255,15 @@ PROBES: dict[str, Probe] = {
     "ratio_std_max": Probe("importance_ratio", lambda e: e["median_std"]),
     "kl_drift_growth": Probe("kl_drift", lambda e: e["quarter_growth"]),
     "kl_volatility_max": Probe("kl_volatility", lambda e: e["relative_diff_std"]),
-    "grad_spike_ratio": Probe("grad_spikes", lambda e: e["excess"] / e["median"]),
+    "grad_spike_ratio": Probe(
+        "grad_spikes", lambda e: e["excess"] / e["median"] if e["median"] > 0 else math.nan
+    ),
     "clip_rise_min": Probe("clip_rate", lambda e: e["median_clip_rate"] / e["start_clip_rate"]),
 }
 """per calibrated field of `Thresholds`: its rule and number (the run's median ratio std; the rise of
 its KL from the third to the last quarter, where its last half's slope is significant; its KL
-volatility; its largest gradient norm beyond the spikes its length allows, over the median; the clip
+volatility; its largest gradient norm beyond the spikes its length allows, over the median (NaN where
+the median is 0: a run whose updates mostly vanished, e.g. a collapsed one); the clip
 rate of its most persistently high window over its start)"""
 PROBING = Thresholds(
     ratio_std_max=0.0,
