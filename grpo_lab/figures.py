@@ -238,9 +238,10 @@ def write_index(root: Path, profile: str, executed_now: set[str] | None = None) 
     executed = sorted(executed_dir(root, profile).glob("[0-9][0-9]_*.ipynb"))
     figures = sorted((root / "figures").glob("*.png"))
     path = index_path(root, profile)
-    indexed = set(_kept_sections(path, set()))
+    indexed = _kept_sections(path, set())
     now = {p.stem for p in executed} if executed_now is None else executed_now
     records = [execution_record(p) for p in executed if p.stem in now or p.stem not in indexed]
+    recorded = {r["notebook"] for r in records}
     link = {f: os.path.relpath(f, path.parent) for f in figures}
     lines = [
         "# Figures",
@@ -250,8 +251,7 @@ def write_index(root: Path, profile: str, executed_now: set[str] | None = None) 
         "whose execution wrote it, with that execution's parameters, profile, commit and dates (UTC). "
         "Do not edit by hand.",
     ]
-    kept = _kept_sections(path, {r["notebook"] for r in records})
-    sections = {name: _with_shows(lines, root) for name, lines in kept.items()}
+    sections = {name: _with_shows(lines, root) for name, lines in indexed.items() if name not in recorded}
     claimed = {
         f for f in figures if any(f"[{f.name}]" in line for kept in sections.values() for line in kept)
     }
