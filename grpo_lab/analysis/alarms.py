@@ -255,9 +255,7 @@ PROBES: dict[str, Probe] = {
     "ratio_std_max": Probe("importance_ratio", lambda e: e["median_std"]),
     "kl_drift_growth": Probe("kl_drift", lambda e: e["quarter_growth"]),
     "kl_volatility_max": Probe("kl_volatility", lambda e: e["relative_diff_std"]),
-    "grad_spike_ratio": Probe(
-        "grad_spikes", lambda e: e["excess"] / e["median"] if e["median"] > 0 else math.nan
-    ),
+    "grad_spike_ratio": Probe("grad_spikes", lambda e: e["excess"] / e["median"]),
     "clip_rise_min": Probe("clip_rate", lambda e: e["median_clip_rate"] / e["start_clip_rate"]),
 }
 """per calibrated field of `Thresholds`: its rule and number (the run's median ratio std; the rise of

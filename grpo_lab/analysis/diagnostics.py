@@ -495,9 +495,15 @@ def rule_entropy(run: RunView) -> list[Finding]:
 def rule_grad_spikes(run: RunView) -> list[Finding]:
     """[Evaluation guide §4.2, §6] Gradient-norm spikes: more steps than `grad_spike_allowance` of the run
     above median + `grad_spike_k` x MAD and above `grad_spike_ratio` x the median; reports their count
-    and steps, and `excess`, the largest norm beyond the allowance (the one that made the rule fire)."""
+    and steps, and `excess`, the largest norm beyond the allowance (the one that made the rule fire).
+    Only steps with a gradient count: a step whose groups all tie on reward has none (norm exactly 0,
+    without a KL term), and a run that collapsed into such steps would otherwise have a median of 0
+    and every remaining step as a "spike" (`zero_variance_groups` names that problem)."""
     th, s = run.th, _series(run.metrics, "grad_norm")
-    if s is None or len(s) < th.grad_spike_min_steps:
+    if s is None:
+        return []
+    s = s[s > 0]
+    if len(s) < th.grad_spike_min_steps:
         return []
     median = float(s.median())
     mad = 1.4826 * float((s - median).abs().median())  # scaled to a Gaussian std

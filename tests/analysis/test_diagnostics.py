@@ -207,6 +207,18 @@ def test_grad_spikes_allow_a_share_of_a_long_run():
     assert diagnose(healthy({"grad_norm": short}, steps=99))[0].evidence["count"] == 1
 
 
+def test_grad_spikes_ignore_steps_without_a_gradient():
+    g = np.exp(noise(0.1, 9))
+    g[::2] = 0.0  # most steps' groups all tie on reward: no gradient at all
+    g[[21, 41, 71]] = 0.0
+    assert diagnose(healthy({"grad_norm": g})) == []  # the median of the rest, not 0
+    g[[51, 81]] = [20.0, 15.0]
+    (f,) = diagnose(healthy({"grad_norm": g}))
+    assert f.evidence["count"] == 2 and f.evidence["median"] > 0.5
+    g[: STEPS - 9] = 0.0  # too few steps with a gradient for a median
+    assert diagnose(healthy({"grad_norm": g})) == []
+
+
 def test_isolated_negative_cosine_is_not_a_conflict():
     cos = every(10, 0.3 + noise(0.1, 18))
     cos[50] = -0.6
