@@ -260,9 +260,8 @@ PROBES: dict[str, Probe] = {
 }
 """per calibrated field of `Thresholds`: its rule and number (the run's median ratio std; the rise of
 its KL from the third to the last quarter, where its last half's slope is significant; its KL
-volatility; its largest gradient norm beyond the spikes its length allows, over the median (NaN where
-the median is 0: a run whose updates mostly vanished, e.g. a collapsed one); the clip
-rate of its most persistently high window over its start)"""
+volatility; its largest gradient norm beyond the spikes its length allows, over the median, both over
+the steps that had a gradient; the clip rate of its most persistently high window over its start)"""
 PROBING = Thresholds(
     ratio_std_max=0.0,
     kl_drift_growth=0.0,
