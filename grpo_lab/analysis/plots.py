@@ -178,17 +178,21 @@ def curves(
     """One panel per metric: across-seed mean (line) and 95% interval (band) against the step.
     Training metrics may be smoothed (a trailing mean over `smooth` logged steps within each run,
     before the across-seed mean); evaluation metrics (`val/...`) never are: each point is the value
-    logged at that evaluation step. The title says both, and over how many runs."""
+    logged at that evaluation step. The title says both, and over how many runs; where the lines have
+    different numbers of seeds, each legend entry gives its own."""
     nrows = -(-len(metrics) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    runs = df.groupby(by)["seed"].nunique() if by and "seed" in df else pd.Series(dtype=int)
+    counted = runs.nunique() > 1
     for ax, metric in zip(axes.flat, metrics):
         evaluated = is_evaluation(metric)
         stats = curve(df, metric, by=by, smooth=1 if evaluated else smooth)
         groups = stats.groupby(by) if by else [(None, stats)]
         for label, g in groups:
             g = broken_at_gaps(g) if evaluated else g
+            shown = f"{label} ({runs[label]} seeds)" if counted else label
             line = ax.plot(
-                g["step"], g["mean"], label=label, lw=1.5, marker="o" if evaluated else None, ms=3
+                g["step"], g["mean"], label=shown, lw=1.5, marker="o" if evaluated else None, ms=3
             )[0]
             ax.fill_between(g["step"], g["lo"], g["hi"], color=line.get_color(), alpha=0.2, lw=0)
         name = TITLES.get(metric, metric)

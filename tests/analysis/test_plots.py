@@ -41,6 +41,14 @@ def test_curves_label_units_and_put_the_legend_below(tmp_path):
     assert path == tmp_path / "curves.png" and path.stat().st_size > 0
 
 
+def test_curves_give_each_line_its_seeds_where_the_lines_differ():
+    frame = pd.concat([runs_frame({"a": 0.2}, seeds=3), runs_frame({"b": 0.5}, seeds=6)])
+    (legend,) = plots.curves(frame, ["reward"], by="label").legends
+    assert [t.get_text() for t in legend.get_texts()] == ["a (3 seeds)", "b (6 seeds)"]
+    (legend,) = plots.curves(runs_frame({"a": 0.2, "b": 0.5}), ["reward"], by="label").legends
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+
+
 def test_validation_curves_show_the_value_at_each_evaluation_never_a_running_mean():
     rows = [{"seed": seed, "step": step, "reward": reward, "val/accuracy": acc}
             for seed in range(2)
