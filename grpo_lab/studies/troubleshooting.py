@@ -16,7 +16,8 @@ paired on seeds.
 
 `settings` / `design` / `run` as in every study; `findings` (runs per rule), `table` (per scenario:
 the problem present in the fault's runs and in the remedy's, the watched metric and the headline score
-remedy minus fault), `conflict_table`, and `figure`."""
+remedy minus fault), `conflict_table`, `figure`, and `detection` (the confusion table of every rule on
+every arm: the base's row is each rule's false alarms here, a fault's row its detection of that case)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import robustness
+from grpo_lab.analysis import alarms, robustness
 from grpo_lab.analysis.power import paired
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.stats import curve, seeds_shown
@@ -264,6 +265,29 @@ def conflict_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def arm_order(settings: Profile) -> list[str]:
+    """The arms in reading order: the base, each scenario's fault then its remedy (a remedy that is the
+    base is not repeated), the conflict check's base with cosines and its arms."""
+    order = [REFERENCE]
+    for name in scenarios(settings):
+        order += [label for label in labels(name, settings) if label not in order]
+    return order + [f"{REFERENCE} (cosines)", *conflict_arms(settings)]
+
+
+def detection(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.DataFrame]:
+    """The confusion table of the diagnostics over this study's arms (`analysis.alarms.confusion`, in
+    `arm_order`): the share of each arm's runs each rule fired on. The base's row is each rule's false
+    alarms on this design; a fault's row is its detection of that case, read on the scenario's own
+    `rules`; a remedy's row says whether the rule goes quiet. A failed run has no logs to read and is
+    left out of its row's n. Figure and table."""
+    finished = result.runs[result.runs["status"] != "failed"].reset_index(drop=True)
+    fired = alarms.fired_rules(finished)
+    order = [arm for arm in arm_order(settings) if arm in set(finished["label"])]
+    table = alarms.confusion(fired, finished["label"], order=order)
+    title = f"rules that fired per arm ({described(settings)}, {settings.steps} steps)"
+    return alarms.figure(table, title=title), table
 
 
 def figure(result: SweepResult, settings: Profile) -> plt.Figure:

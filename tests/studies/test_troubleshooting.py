@@ -1,8 +1,13 @@
 """The troubleshooting study's design: every scenario's fault over the base and its remedy over the
-fault, a remedy that restores the base read from the base's runs, the conflict check's arms."""
+fault, a remedy that restores the base read from the base's runs, the conflict check's arms; the
+confusion table of the rules over the arms."""
 
+import pandas as pd
 import pytest
 
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult
+from grpo_lab.runlog import RunWriter
 from grpo_lab.studies import troubleshooting
 from grpo_lab.studies.base import base
 
@@ -43,3 +48,31 @@ def test_the_smoke_profile_keeps_one_scenario_and_one_conflict_arm():
     labels = [p.label for p in troubleshooting.design(smoke)]
     assert len(troubleshooting.scenarios(smoke)) == 1 and len(troubleshooting.conflict_arms(smoke)) == 1
     assert len(labels) == 5  # base, fault, remedy, base with cosines, one conflict arm
+
+
+def test_the_arms_are_read_base_first_then_each_fault_beside_its_remedy(full):
+    order = troubleshooting.arm_order(full)
+    assert sorted(order) == sorted(p.label for p in troubleshooting.design(full))  # every arm, once
+    assert order[0] == troubleshooting.REFERENCE
+    fault, remedy = troubleshooting.labels("KL rising without return", full)
+    assert order.index(remedy) == order.index(fault) + 1
+
+
+def test_detection_counts_each_arms_runs_a_rule_fired_on_and_leaves_failed_runs_out(tmp_path):
+    settings = troubleshooting.settings("smoke", seeds=[0, 1])
+    fault, remedy = troubleshooting.labels(next(iter(troubleshooting.scenarios(settings))), settings)
+    rows = []
+    for seed in (0, 1):
+        for label, zero_std in ((troubleshooting.REFERENCE, 0.1), (fault, 0.9), (remedy, 0.1)):
+            path = tmp_path / f"{label}-{seed}".replace(" ", "_").replace(":", "")
+            writer = RunWriter(path, Config(seed=seed).to_dict(), {})
+            for step in range(12):  # a quiet run but for the share of groups without reward variance
+                writer.log({"step": step, "frac_reward_zero_std": zero_std, "grad_norm": 1.0})
+            writer.finish({})
+            rows.append({"label": label, "seed": seed, "status": "trained", "path": str(path)})
+    rows.append({"label": fault, "seed": 2, "status": "failed", "path": ""})
+    result = SweepResult(pd.DataFrame(), pd.DataFrame(rows))
+    fig, table = troubleshooting.detection(result, settings)
+    assert list(table.index) == [troubleshooting.REFERENCE, fault, remedy] and list(table["n"]) == [2, 2, 2]
+    assert list(table["zero_variance_groups"]) == [0.0, 1.0, 0.0]
+    assert "rules that fired per arm" in fig.axes[0].get_title()
