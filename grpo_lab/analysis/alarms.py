@@ -13,7 +13,7 @@ stored runs, reading each run's config to tell what it is (nothing is trained):
   runs is not a rate of 0);
 - `fault_study` and `confusion`: the runs of a fault-injection design (faulted runs and the clean
   runs of the same design) and the share of each condition's runs each rule fired on;
-- `figure`: that confusion table as a heatmap with counts;
+- `detection` and `figure`: that confusion table over a design's runs, and as a heatmap with counts;
 - `PROBES`, `statistics` and `calibrate`: the number each calibrated threshold is compared with, per
   run, and the calibration rule that turns the clean runs' numbers into a threshold.
 """
@@ -212,6 +212,18 @@ def confusion(fired_runs: pd.DataFrame, by: pd.Series, order: Sequence[str] | No
     shares = fired_runs.groupby(by, sort=False).mean().reindex(groups)
     counts = by.value_counts().reindex(groups).fillna(0).astype(int)
     return pd.concat([counts.rename("n"), shares], axis=1).rename_axis(by.name)
+
+
+def detection(
+    runs: pd.DataFrame, by: str, order: Sequence[str], title: str
+) -> tuple[plt.Figure, pd.DataFrame]:
+    """The `confusion` table of a design's runs (`status` and `path` columns) grouped by the column
+    `by`, groups in `order` (those with runs), and its `figure`; a failed run has no logs to read and
+    is left out of its group's n."""
+    finished = runs[runs["status"] != "failed"].reset_index(drop=True)
+    present = set(finished[by])
+    table = confusion(fired_rules(finished), finished[by], order=[g for g in order if g in present])
+    return figure(table, title=title), table
 
 
 def figure(table: pd.DataFrame, title: str = "") -> plt.Figure:

@@ -122,11 +122,8 @@ def detection(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.Da
     first, the share of its runs (every scheme pooled) each rule fired on. The clean row is each
     rule's false-alarm rate on this design, the others its detection rate of that fault; a failed run
     has no logs to read and is left out of its row's n. Figure and table."""
-    finished = result.runs[result.runs["status"] != "failed"].reset_index(drop=True)
-    fired = alarms.fired_rules(finished)
-    conditions = finished["condition"]
-    order = sorted(dict.fromkeys(conditions), key=lambda c: c != CLEAN_CONDITION)  # stable: clean first
-    table = alarms.confusion(fired, conditions, order=order)
+    finished = result.runs[result.runs["status"] != "failed"]
+    order = sorted(dict.fromkeys(finished["condition"]), key=lambda c: c != CLEAN_CONDITION)  # clean first
     schemes = ", ".join(dict.fromkeys(finished["scheme"]))
     title = f"rules that fired per condition ({schemes}; {len(settings.seeds)} seeds each)"
-    return alarms.figure(table, title=title), table
+    return alarms.detection(result.runs, "condition", order, title)

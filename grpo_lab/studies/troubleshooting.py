@@ -282,12 +282,8 @@ def detection(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.Da
     alarms on this design; a fault's row is its detection of that case, read on the scenario's own
     `rules`; a remedy's row says whether the rule goes quiet. A failed run has no logs to read and is
     left out of its row's n. Figure and table."""
-    finished = result.runs[result.runs["status"] != "failed"].reset_index(drop=True)
-    fired = alarms.fired_rules(finished)
-    order = [arm for arm in arm_order(settings) if arm in set(finished["label"])]
-    table = alarms.confusion(fired, finished["label"], order=order)
     title = f"rules that fired per arm ({described(settings)}, {settings.steps} steps)"
-    return alarms.figure(table, title=title), table
+    return alarms.detection(result.runs, "label", arm_order(settings), title)
 
 
 def figure(result: SweepResult, settings: Profile) -> plt.Figure:
