@@ -4,11 +4,12 @@
 - `metrics.jsonl`: one JSON object per step, flushed every step (a crash loses at most one step)
 - `samples.jsonl`: a few completions with their rewards every K steps
 - `summary.json`: written last, atomically; its presence marks a finished run
-A run kept in a store is then sealed (`seal`): its metrics become `metrics.csv` and `manifest.json`
+A run kept in a store is then sealed (`seal`): its metrics become `metrics.csv.gz` and `manifest.json`
 records the behaviour version that trained it and every file's checksum, so a torn or stale run is
 told from a current one (`run_state`). The readers know nothing of the trainer, so they work on runs
 made anywhere."""
 
+import gzip
 import hashlib
 import json
 import math
@@ -23,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 CONFIG, METRICS, SAMPLES, SUMMARY = "config.json", "metrics.jsonl", "samples.jsonl", "summary.json"
-METRICS_TABLE, MANIFEST = "metrics.csv", "manifest.json"
+METRICS_TABLE, MANIFEST = "metrics.csv.gz", "manifest.json"
 SIGNIFICANT_DIGITS = 6
 """digits a sealed run keeps of each float: far below any effect the studies report, and about a
 fifth of the JSON lines' size"""
@@ -43,8 +44,12 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
@@ -159,7 +164,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_metrics(run_dir: str | Path) -> pd.DataFrame:
-    """The per-step metrics of a run as a DataFrame (one row per step), from `metrics.csv` once the
+    """The per-step metrics of a run as a DataFrame (one row per step), from `metrics.csv.gz` once the
     run is sealed, else from `metrics.jsonl`."""
     table = Path(run_dir) / METRICS_TABLE
     if table.exists():
@@ -176,18 +181,19 @@ def has_metrics(run_dir: str | Path) -> bool:
 
 
 def seal(run_dir: str | Path, behaviour: str) -> None:
-    """Make a finished run fit to keep: its metrics become `metrics.csv` (a row per step, floats to
-    `SIGNIFICANT_DIGITS`; it loads quickly and diffs line by line), then `manifest.json`, written
-    last and atomically, records `behaviour` (the version of the training code that trained it), the
-    number of metric rows and the sha256 of every other file in the directory."""
+    """Make a finished run fit to keep: its metrics become `metrics.csv.gz` (a row per step, floats to
+    `SIGNIFICANT_DIGITS`, gzipped without a timestamp so the same metrics give the same bytes; about
+    a third of the plain table's size, so a store of a thousand runs stays small enough to commit),
+    then `manifest.json`, written last and atomically, records `behaviour` (the version of the
+    training code that trained it), the number of metric rows and the sha256 of every other file in
+    the directory."""
     path = Path(run_dir)
     if not is_finished(path):
         raise ValueError(f"{path} has no {SUMMARY}: only a finished run can be sealed")
     if (path / METRICS).exists():
         frame = pd.DataFrame(read_jsonl(path / METRICS))
-        write_text_atomic(
-            path / METRICS_TABLE, frame.to_csv(index=False, float_format=f"%.{SIGNIFICANT_DIGITS}g")
-        )
+        table = frame.to_csv(index=False, float_format=f"%.{SIGNIFICANT_DIGITS}g")
+        write_bytes_atomic(path / METRICS_TABLE, gzip.compress(table.encode(), mtime=0))
         (path / METRICS).unlink()
     rows = len(read_metrics(path))
     files = {f.name: _sha256(f) for f in sorted(path.iterdir()) if f.is_file() and f.name != MANIFEST}

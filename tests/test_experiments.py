@@ -112,10 +112,10 @@ def test_a_torn_or_stale_run_is_reported_and_trained_again_never_loaded(tiny_con
     grid = {"preset": ["grpo", "dapo"]}
     first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
     paths = [Path(p) for p in first.runs["path"]]
-    assert {p.name for p in paths[0].iterdir()} >= {"metrics.csv", "manifest.json", "summary.json"}
-    cut = paths[0] / "metrics.csv"
+    assert {p.name for p in paths[0].iterdir()} >= {"metrics.csv.gz", "manifest.json", "summary.json"}
+    cut = paths[0] / "metrics.csv.gz"
     cut.write_bytes(cut.read_bytes()[:300])
-    (paths[1] / "metrics.csv").unlink()
+    (paths[1] / "metrics.csv.gz").unlink()
     manifest = json.loads((paths[2] / "manifest.json").read_text())
     (paths[2] / "manifest.json").write_text(json.dumps({**manifest, "behaviour": "an-older-one"}))
     with pytest.warns(UserWarning, match="3 stored runs may not be used") as caught:

@@ -133,7 +133,7 @@ def test_stored_runs_are_counted_and_stale_or_ignored_ones_are_not(
     assert "trained by behaviour" in stale.format()
     monkeypatch.undo()
 
-    (run_dir(first, tmp_path) / "metrics.csv").write_text("step\n0\n")
+    (run_dir(first, tmp_path) / "metrics.csv.gz").write_text("step\n0\n")
     torn = plan.plan("smoke", only=["01"], store=tmp_path, calibration=CALIBRATION)
     assert torn.counts()["total"] == {**torn.counts()["total"], "stored": 0, "torn": 1, "stale": 0}
     assert "does not match its checksum" in torn.format()

@@ -5,7 +5,9 @@ import pytest
 
 from grpo_lab.runlog import (
     CONFIG,
+    MANIFEST,
     METRICS,
+    METRICS_TABLE,
     SAMPLES,
     SUMMARY,
     RunWriter,
@@ -16,6 +18,8 @@ from grpo_lab.runlog import (
     read_metrics,
     read_start,
     read_summary,
+    run_state,
+    seal,
     write_json_atomic,
 )
 
@@ -166,3 +170,26 @@ def test_nearly_full_disk_is_refused_before_anything_is_written(tmp_path, monkey
     assert (
         not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "summary.json").exists()
     )
+
+
+def test_sealing_keeps_the_metrics_compressed_and_the_same_metrics_give_the_same_bytes(tmp_path):
+    """A sealed run's table holds the logged values (to `SIGNIFICANT_DIGITS`) in fewer bytes than
+    its JSON lines, and two runs with the same metrics seal to identical files (no timestamp in the
+    gzip header), so resealing never shows as a change in the store."""
+    sealed = []
+    for name in ("a", "b"):
+        w = RunWriter(tmp_path / name, {"seed": 1}, ENV)
+        for step in range(200):
+            w.log({"step": step, "reward": step / 7, "val/accuracy": math.nan if step % 10 else 0.5})
+        w.finish({"steps": 200})
+        plain = (tmp_path / name / METRICS).stat().st_size
+        seal(tmp_path / name, behaviour="v1")
+        assert not (tmp_path / name / METRICS).exists() and (tmp_path / name / MANIFEST).exists()
+        assert (tmp_path / name / METRICS_TABLE).stat().st_size < plain / 4
+        assert run_state(tmp_path / name, "v1") == ("current", "")
+        sealed.append((tmp_path / name / METRICS_TABLE).read_bytes())
+    assert sealed[0] == sealed[1]
+    frame = read_metrics(tmp_path / "a")
+    assert list(frame["step"]) == list(range(200))
+    assert frame["reward"].iloc[3] == pytest.approx(3 / 7, rel=1e-6)
+    assert frame["val/accuracy"].isna().sum() == 180

@@ -51,7 +51,7 @@ def metrics(zero_std: float = 0.1, val: tuple[float, ...] = (0.3, 0.35, 0.4, 0.4
 
 def write_run(root: Path, name: str, frame: pd.DataFrame, sealed: bool = True, **changes) -> Path:
     """A run directory as a store keeps it: config.json of Config(**changes), metrics, summary.json
-    and, when `sealed`, metrics.csv and manifest.json."""
+    and, when `sealed`, metrics.csv.gz and manifest.json."""
     path = root / name
     writer = RunWriter(path, Config(**changes).to_dict(), {})
     for row in frame.to_dict("records"):
