@@ -212,6 +212,8 @@ def run_state(run_dir: str | Path, behaviour: str) -> tuple[str, str]:
     if not (path / MANIFEST).exists():
         return "unsealed", f"{path} has no {MANIFEST}: finished but never sealed"
     manifest = json.loads((path / MANIFEST).read_text())
+    if manifest["rows"] and METRICS_TABLE not in manifest["files"]:
+        return "stale", f"{path} was sealed in an older store format (its metrics are not in {METRICS_TABLE})"
     for name, digest in manifest["files"].items():
         if not (path / name).exists():
             return "torn", f"{path / name} is missing"

@@ -62,11 +62,14 @@ def calibration(clean: pd.DataFrame) -> pd.DataFrame:
 
 
 def false_alarm_table(clean: pd.DataFrame, fired: pd.DataFrame) -> pd.DataFrame:
-    """`alarms.false_alarms` on the clean runs, with the rate on the even and odd seeds beside it."""
-    known = alarms.confirmed(clean)
-    out = alarms.false_alarms(fired, known)
+    """`alarms.false_alarms` on the clean runs each rule could judge (`alarms.judged_rules`: n is
+    smaller for a rule that reads columns logged only on request), with the rate on the even and odd
+    seeds beside it."""
+    known, judged = alarms.confirmed(clean), alarms.judged_rules(clean)
+    out = alarms.false_alarms(fired, known, judged=judged)
     for name, keep in (("even", clean["seed"] % 2 == 0), ("odd", clean["seed"] % 2 == 1)):
-        out[f"rate ({name} seeds, n={int(keep.sum())})"] = alarms.false_alarms(fired[keep], known)["rate"]
+        rates = alarms.false_alarms(fired[keep], known, judged=judged)["rate"]
+        out[f"rate ({name} seeds, n={int(keep.sum())})"] = rates
     return out
 
 

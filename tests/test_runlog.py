@@ -1,3 +1,4 @@
+import gzip
 import json
 import math
 
@@ -193,3 +194,18 @@ def test_sealing_keeps_the_metrics_compressed_and_the_same_metrics_give_the_same
     assert list(frame["step"]) == list(range(200))
     assert frame["reward"].iloc[3] == pytest.approx(3 / 7, rel=1e-6)
     assert frame["val/accuracy"].isna().sum() == 180
+
+
+def test_a_run_sealed_in_the_older_plain_table_format_is_stale_not_read_as_empty(tmp_path):
+    w = RunWriter(tmp_path / "old", {"seed": 1}, ENV)
+    w.log({"step": 0, "reward": 0.5})
+    w.finish({"steps": 1})
+    seal(tmp_path / "old", behaviour="v1")
+    table = tmp_path / "old" / METRICS_TABLE
+    table.with_name("metrics.csv").write_bytes(gzip.decompress(table.read_bytes()))
+    table.unlink()
+    manifest = json.loads((tmp_path / "old" / MANIFEST).read_text())
+    manifest["files"]["metrics.csv"] = manifest["files"].pop(METRICS_TABLE)
+    (tmp_path / "old" / MANIFEST).write_text(json.dumps(manifest))
+    state, why = run_state(tmp_path / "old", "v1")
+    assert state == "stale" and "older store format" in why

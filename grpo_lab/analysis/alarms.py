@@ -47,6 +47,8 @@ what it trains: left out of a run's `changes`"""
 MEASUREMENT_ONLY = ("kl_monitor",)
 """fields of other sections that add a measurement and change nothing learned (the exact KL logged
 without a KL term): left out of a run's `changes` too"""
+NEEDS = {"conflicting_objectives": "grad_cos/"}
+"""rules that read columns a run logs only when asked (`grad_cos_every`), by the columns' prefix"""
 ID_COLUMNS = ["run", "path", "preset", "task", "seed", "steps", "condition", "changes"]
 """the columns of `collect_runs`"""
 
@@ -131,6 +133,19 @@ def fired_rules(runs: pd.DataFrame, thresholds: Thresholds | None = None) -> pd.
     return pd.DataFrame(rows, index=runs.index, columns=list(RULE_NAMES), dtype=bool)
 
 
+def judged_rules(runs: pd.DataFrame) -> pd.DataFrame:
+    """Whether each rule had what it reads on each run of `runs` (a `path` column): one row per run,
+    one boolean column per rule of `RULE_NAMES`. Every rule reads columns every run logs but those of
+    `NEEDS`, which judge only a run that logged one of their columns: a rule that cannot fire on a run
+    says nothing about its false alarms there."""
+    flags = pd.DataFrame(True, index=runs.index, columns=list(RULE_NAMES))
+    for index, path in runs["path"].items():
+        columns = read_metrics(path).columns
+        for rule, prefix in NEEDS.items():
+            flags.loc[index, rule] = any(str(c).startswith(prefix) for c in columns)
+    return flags
+
+
 def upper_bound(fired_runs: int, runs: int, confidence: float = 0.95) -> float:
     """One-sided Clopper-Pearson upper confidence bound of a rate seen on `fired_runs` of `runs`: exact,
     so it never undercovers, which matters at the few dozen runs a store holds (NaN without runs)."""
@@ -166,15 +181,25 @@ def confirmed(runs: pd.DataFrame, z: float = Thresholds.val_z) -> pd.DataFrame:
 
 
 def false_alarms(
-    clean: pd.DataFrame, known: pd.DataFrame | None = None, confidence: float = 0.95
+    clean: pd.DataFrame,
+    known: pd.DataFrame | None = None,
+    confidence: float = 0.95,
+    judged: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per rule (rows, `clean`'s columns in order), on the clean runs of `clean` (rows of
-    `fired_rules`, selected by the caller): `n` runs, `fired` on how many, how many of those the
-    rule's claim is `confirmed` on (`known`, rows of `confirmed`; none without it), the rest `false`,
-    their `rate` out of `n` and its one-sided `upper` bound at `confidence` (`upper_bound`)."""
-    n = len(clean)
-    hits = clean.sum().astype(int)
-    true = hits * 0 if known is None else (clean & known.loc[clean.index, clean.columns]).sum().astype(int)
+    `fired_rules`, selected by the caller) that the rule could judge (`judged`, rows of
+    `judged_rules`; all without it): `n` runs, `fired` on how many, how many of those the rule's
+    claim is `confirmed` on (`known`, rows of `confirmed`; none without it), the rest `false`, their
+    `rate` out of `n` and its one-sided `upper` bound at `confidence` (`upper_bound`); NaN where the
+    rule judged no run."""
+    judged = clean | True if judged is None else judged.loc[clean.index, clean.columns]
+    n = judged.sum().astype(int)
+    hits = (clean & judged).sum().astype(int)
+    true = (
+        hits * 0
+        if known is None
+        else (clean & judged & known.loc[clean.index, clean.columns]).sum().astype(int)
+    )
     false = hits - true
     return pd.DataFrame(
         {
@@ -182,8 +207,8 @@ def false_alarms(
             "fired": hits,
             "confirmed": true,
             "false": false,
-            "rate": false / n if n else np.nan,
-            "upper": [upper_bound(int(k), n, confidence) for k in false],
+            "rate": (false / n.where(n > 0)).astype(float),
+            "upper": [upper_bound(int(k), int(m), confidence) for k, m in zip(false, n)],
         },
         index=pd.Index(clean.columns, name="rule"),
     )

@@ -11,6 +11,9 @@ paired on seeds.
   with the trick, the base with the reward term, and both), read as a 2x2 factorial: each alone and
   their interaction on the headline score and on the completion length; the loss components'
   gradient cosines are logged (`grad_cos_every`) so that `conflicting_objectives` can fire.
+- `cosine_schemes`: each scheme of the scheme study whose loss carries a second component (a KL
+  term) beside the base, with cosines logged: the clean runs on which `conflicting_objectives`'
+  false alarms are counted (a scheme with one loss component logs no cosine).
 - Left out: §4.1's loss above 1. The review says it is not a fault (the loss adds a policy term and a
   KL term of different scales; follow the KL instead), and the base's loss stays far below 1.
 
@@ -31,10 +34,12 @@ from grpo_lab.analysis import alarms, robustness
 from grpo_lab.analysis.power import paired
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.stats import curve, seeds_shown
+from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
+from grpo_lab.studies import schemes as scheme_study
 from grpo_lab.studies.base import base, described
 from grpo_lab.studies.designs import for_profile, variant_points
 
@@ -134,6 +139,25 @@ def conflict_arms(settings: Profile) -> dict[str, dict[str, Any]]:
     return for_profile(dict(CONFLICT), settings, SMOKE_KEEP)
 
 
+def cosine_schemes(settings: Profile) -> tuple[str, ...]:
+    """The scheme study's schemes (`schemes.compared`) other than the base's own whose loss has a KL
+    term, so that the gradient of its policy term has a second component to be compared with."""
+    return tuple(
+        name
+        for name in scheme_study.compared(settings)
+        if name != scheme_study.REFERENCE and _kl_in_loss(base(settings, name))
+    )
+
+
+def _kl_in_loss(config: Config) -> bool:
+    return config.kl_coef > 0 and config.kl_placement == "loss"
+
+
+def cosines(label: str) -> str:
+    """The label of `label`'s twin with gradient cosines logged."""
+    return f"{label} (cosines)"
+
+
 def labels(name: str, settings: Profile) -> tuple[str, str]:
     """The labels of a scenario's fault and remedy arms; a remedy that restores the base (the entropy
     coefficient back to 0) is the base's own runs, `REFERENCE`."""
@@ -153,15 +177,20 @@ def variants(settings: Profile) -> dict[str, dict[str, Any]]:
         arms[fault] = dict(scenario.fault)
         if remedy != REFERENCE:
             arms[remedy] = {**scenario.fault, **scenario.remedy}
-    cosines = {"grad_cos_every": GRAD_COS_EVERY}
-    arms[f"{REFERENCE} (cosines)"] = cosines
-    arms |= {name: {**changes, **cosines} for name, changes in conflict_arms(settings).items()}
+    logged = {"grad_cos_every": GRAD_COS_EVERY}
+    arms[cosines(REFERENCE)] = logged
+    arms |= {name: {**changes, **logged} for name, changes in conflict_arms(settings).items()}
     return arms
 
 
 def design(settings: Profile) -> list[Point]:
-    """The base (`REFERENCE`) and every arm of `variants`, on the study base."""
-    return variant_points(base(settings), variants(settings), REFERENCE)
+    """The base (`REFERENCE`) and every arm of `variants`, on the study base; then each scheme of
+    `cosine_schemes`, clean, with cosines logged (the clean runs of `conflicting_objectives`)."""
+    points = variant_points(base(settings), variants(settings), REFERENCE)
+    for name in cosine_schemes(settings):
+        label = cosines(name)
+        points.append(Point(label, {"variant": label}, base(settings, name, grad_cos_every=GRAD_COS_EVERY)))
+    return points
 
 
 def run(
@@ -244,7 +273,7 @@ def conflict_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
     """§4.3's check: each arm of the conflict check against the base with cosines, paired on seeds, on
     the headline score and on the mean completion length over the last half of the runs, with the
     conflicting-objectives rule's count per arm."""
-    reference = f"{REFERENCE} (cosines)"
+    reference = cosines(REFERENCE)
     counts = findings(result)
     length = _tail_mean("completions/mean_length")
     rows = []
@@ -269,11 +298,12 @@ def conflict_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
 
 def arm_order(settings: Profile) -> list[str]:
     """The arms in reading order: the base, each scenario's fault then its remedy (a remedy that is the
-    base is not repeated), the conflict check's base with cosines and its arms."""
+    base is not repeated), the conflict check's base with cosines and its arms, the other schemes
+    with cosines."""
     order = [REFERENCE]
     for name in scenarios(settings):
         order += [label for label in labels(name, settings) if label not in order]
-    return order + [f"{REFERENCE} (cosines)", *conflict_arms(settings)]
+    return order + [cosines(REFERENCE), *conflict_arms(settings), *map(cosines, cosine_schemes(settings))]
 
 
 def detection(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.DataFrame]:
@@ -314,7 +344,7 @@ def figure(result: SweepResult, settings: Profile) -> plt.Figure:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     ax = axes[0][-1]
-    for arm in [f"{REFERENCE} (cosines)", *conflict_arms(settings)]:
+    for arm in [cosines(REFERENCE), *conflict_arms(settings)]:
         runs = metrics[metrics["label"] == arm]
         if len(runs):
             line = curve(runs, "completions/mean_length", smooth=5)

@@ -161,6 +161,24 @@ def test_false_alarms_count_rates_and_leave_out_confirmed_claims():
     assert alarms.false_alarms(fired.iloc[[1, 3]], known)["rate"].tolist() == [0.0, 0.5]
 
 
+def test_a_rule_counts_only_the_runs_that_logged_what_it_reads(store):
+    """`conflicting_objectives` reads gradient cosines, logged only on request: its n is the runs that
+    logged them, and with none its rate is unknown rather than 0."""
+    frame = metrics()
+    with_cosines = frame.assign(**{"grad_cos/policy:correct__kl": np.linspace(-0.9, -0.7, len(frame))})
+    write_run(store, "h", with_cosines, seed=3, steps=STEPS)
+    runs = alarms.collect_runs(store)
+    judged = alarms.judged_rules(runs)
+    assert judged.drop(columns="conflicting_objectives").all().all()
+    assert judged["conflicting_objectives"].tolist() == [False] * 6 + [True]
+    table = alarms.false_alarms(alarms.fired_rules(runs), judged=judged)
+    assert table.loc["conflicting_objectives", ["n", "fired", "rate"]].tolist() == [1, 1, 1.0]
+    assert table.loc["mode_collapse", "n"] == 7
+    blind = alarms.false_alarms(alarms.fired_rules(runs.iloc[:6]), judged=judged)
+    assert blind.loc["conflicting_objectives", "n"] == 0
+    assert math.isnan(blind.loc["conflicting_objectives", "rate"])
+
+
 def test_confirmed_stall_is_a_significant_fall_at_the_final_validation(tmp_path):
     fell = metrics(val=(0.5, 0.4, 0.3, 0.2))
     runs = pd.DataFrame(
@@ -230,10 +248,10 @@ def test_statistics_read_each_calibrated_number(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def stored_clean_runs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def stored_clean_runs() -> tuple[pd.DataFrame, ...]:
     """The current clean runs of the study base and of each scheme in results/ (a run of a preset on
     the study base, any seed and length, no fault), the rules that fire on them and the confirmed
-    claims: read once for the module."""
+    claims and the rules each run could judge: read once for the module."""
     from grpo_lab.experiments.store import is_current
     from grpo_lab.studies.base import base
 
@@ -243,30 +261,32 @@ def stored_clean_runs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     clean = runs[(runs["condition"] == "clean") & (runs["changes"] == "")]
     if len(clean) < MIN_CLEAN_RUNS:
         pytest.skip(f"results/ holds {len(clean)} current clean runs on the study base (< {MIN_CLEAN_RUNS})")
-    return clean, alarms.fired_rules(clean), alarms.confirmed(clean)
+    return clean, alarms.fired_rules(clean), alarms.confirmed(clean), alarms.judged_rules(clean)
 
 
-def at_horizon(stored, long: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The stored clean runs (and their rules and claims) of `LONG_STEPS` steps or more, or fewer."""
-    clean, fired, known = stored
+def at_horizon(stored, long: bool) -> tuple[pd.DataFrame, ...]:
+    """The stored clean runs (and their rules, claims and judged rules) of `LONG_STEPS` steps or more,
+    or fewer."""
+    clean, *tables = stored
     kept = clean[(clean["steps"] >= LONG_STEPS) == long]
-    return kept, fired.loc[kept.index], known.loc[kept.index]
+    return kept, *(t.loc[kept.index] for t in tables)
 
 
 def test_every_rule_is_quiet_on_the_stored_clean_runs(stored_clean_runs):
-    clean, fired, known = at_horizon(stored_clean_runs, long=False)
-    table = alarms.false_alarms(fired, known)
+    clean, fired, known, judged = at_horizon(stored_clean_runs, long=False)
+    table = alarms.false_alarms(fired, known, judged=judged)
     loud = table[table["rate"] > 0.05]
     assert loud.empty, f"rules firing on more than 5% of {len(clean)} clean runs:\n{loud}"
+    assert table.loc["conflicting_objectives", "n"] >= 3  # the clean runs that log gradient cosines
     # a claim is confirmed only on a run whose validation fell significantly (a failed run)
     failed = known["validation_stall"]
     assert (fired[~failed].sum() == table["fired"] - table["confirmed"]).all()
 
 
 def test_every_rule_is_quiet_on_the_stored_long_clean_runs(stored_clean_runs):
-    clean, fired, known = at_horizon(stored_clean_runs, long=True)
+    clean, fired, known, judged = at_horizon(stored_clean_runs, long=True)
     if clean.empty:
         pytest.skip("results/ holds no long clean run")
-    table = alarms.false_alarms(fired, known)
+    table = alarms.false_alarms(fired, known, judged=judged)
     loud = table[table["rate"] > 0.05]
     assert loud.empty, f"rules firing on more than 5% of {len(clean)} long clean runs:\n{loud}"

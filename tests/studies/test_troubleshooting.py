@@ -47,7 +47,19 @@ def test_the_smoke_profile_keeps_one_scenario_and_one_conflict_arm():
     smoke = troubleshooting.settings("smoke")
     labels = [p.label for p in troubleshooting.design(smoke)]
     assert len(troubleshooting.scenarios(smoke)) == 1 and len(troubleshooting.conflict_arms(smoke)) == 1
-    assert len(labels) == 5  # base, fault, remedy, base with cosines, one conflict arm
+    assert len(labels) == 6  # base, fault, remedy, base with cosines, one conflict arm, one scheme
+
+
+def test_the_schemes_with_a_kl_term_run_clean_with_cosines_beside_the_base(full):
+    """The clean runs `conflicting_objectives` is calibrated on: each scheme whose loss has a second
+    component, exactly its scheme-study config but for the cosines (a scheme whose loss is the
+    policy term alone has no pair to log)."""
+    points = {p.label: p.config for p in troubleshooting.design(full)}
+    assert troubleshooting.cosine_schemes(full) == ("scheme_a", "scheme_c")
+    for name in troubleshooting.cosine_schemes(full):
+        config = points[troubleshooting.cosines(name)]
+        assert config == base(full, name).replace(grad_cos_every=troubleshooting.GRAD_COS_EVERY)
+    assert troubleshooting.arm_order(full)[-2:] == ["scheme_a (cosines)", "scheme_c (cosines)"]
 
 
 def test_the_arms_are_read_base_first_then_each_fault_beside_its_remedy(full):
