@@ -12,16 +12,18 @@ size at the same completions per step (so every setting costs the same, and the 
 notebook 14's sparse-reward bed). At factor 1 every knob is the scheme study's own run, shared
 through the store.
 
-A failure edge (`stats.failure_edges`) is a setting whose mean score lies more than the scheme
-study's margin (`MARGIN_OF_GAIN` x grpo's gain) below the knob's best, or that crashed: where the
-score falls, never where it rises. `best_rate_table` sets each scheme's verdict at its own best
-learning rate beside its verdict at the shared one. The best rate is chosen on the same seeds it is
+A failure edge (`edge_table`) is a setting that is worse than the knob's best, paired on seeds, by
+more than the scheme study's margin (`MARGIN_OF_GAIN` x grpo's gain: the verdict 'worse', interval
+and all), or that crashed: where the score falls beyond the seeds' noise, never where it rises.
+`best_rate_table` sets each scheme's verdict at its own best learning rate beside its verdict at the
+shared one. The best rate is chosen on the same seeds it is
 judged on, so its verdict leans towards the scheme: it says whether a scheme's row turns on the rate,
 not by how much.
 
 - `settings` / `design` / `run`;
 - `scores`, `outcome_table`, `edge_table`, `figure`, `best_rate_table`."""
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import stats, verdicts
+from grpo_lab.analysis import power, stats, verdicts
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
@@ -178,22 +180,38 @@ def _scheme_order(column: pd.Series) -> pd.Series:
     return schemes.order(column) if column.name == "scheme" else column
 
 
-def edge_table(outcomes: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """Every failure edge (`stats.failure_edges` against `margin`) of every scheme's knob, one row each:
-    the factor, the knob's best factor, both means and the drop."""
+def edge_table(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Every failure edge of every scheme's knob, one row each: a factor whose score, paired on seeds
+    with the knob's best factor (the highest mean), is `power.WORSE` against `margin` (its 95%
+    interval below 0 and the drop beyond the margin), or that has no finite score (a crash). A drop
+    within the seeds' noise is no edge, and a rise never is one. Columns: scheme, knob, factor, best
+    factor, mean, best_mean, drop (best minus factor) with its 95% interval (lo, hi) and the seeds."""
+    columns = ["scheme", "knob", "factor", "best factor", "mean", "best_mean", "drop", "lo", "hi", "n"]
     rows = []
-    for (scheme, knob), table in outcomes.groupby(["scheme", "knob"], sort=False):
-        for edge in stats.failure_edges(table, "factor", margin):
-            rows.append({"scheme": scheme, "knob": knob, **edge._asdict(), "drop": edge.drop})
-    columns = ["scheme", "knob", "value", "best", "mean", "best_mean", "drop"]
-    return pd.DataFrame(rows, columns=columns).rename(columns={"value": "factor", "best": "best factor"})
+    for (scheme, knob), group in scored.groupby(["scheme", "knob"], sort=False):
+        per_seed = group.pivot_table(
+            index="seed", columns="factor", values="score", aggfunc="first", dropna=False
+        )
+        means = per_seed.mean()  # NaN for a factor none of whose runs has a score
+        best = float(means.idxmax()) if means.notna().any() else None
+        for factor in sorted(per_seed.columns):
+            if best is None or math.isnan(means[factor]):
+                rows.append([scheme, knob, factor, best, math.nan, math.nan, math.nan, math.nan, math.nan, 0])
+                continue
+            if factor == best:
+                continue
+            change = power.paired(per_seed[factor], per_seed[best])
+            if change.verdict(margin) == power.WORSE:
+                rows.append([scheme, knob, factor, best, means[factor], means[best], -change.effect,
+                             -change.high, -change.low, change.n])  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
-def figure(outcomes: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure:
+def figure(scored: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure:
     """A column per scheme, a row per knob (one y scale): the mean headline score with its 95%
     t-interval against the factor of the scheme's own setting (log scale), failure edges as red
     crosses; a knob the scheme lacks leaves its panel empty."""
-    found = edge_table(outcomes, margin)
+    outcomes, found = outcome_table(scored), edge_table(scored, margin)
     names = [s for s in schemes.SCHEMES if s in set(outcomes["scheme"])]
     rows = [k for k in KNOBS if k.name in set(outcomes["knob"])]
     fig, axes = plt.subplots(
@@ -223,8 +241,8 @@ def figure(outcomes: pd.DataFrame, margin: float, settings: Profile) -> plt.Figu
     seeds = f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"
     fig.suptitle(
         f"sensitivity per scheme ({described(settings)}, {settings.steps} steps): mean headline score,\n"
-        f"95% t-interval over {seeds} seeds; red x: more than the margin ({margin:.3f}) below the "
-        "knob's best",
+        f"95% t-interval over {seeds} seeds; red x: a failure edge, worse than the knob's best by more "
+        f"than the margin ({margin:.3f}), paired on seeds",
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.94))

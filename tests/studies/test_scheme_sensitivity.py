@@ -2,6 +2,7 @@
 factor-1 runs shared with the scheme study), and its outcome table, failure edges, figure and
 best-rate verdicts on hand-made scores."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -59,13 +60,15 @@ def test_the_smoke_profile_scans_the_learning_rate_alone():
 
 
 def scored_frame(levels: dict[tuple[str, str, float], float], seeds: int = 4) -> pd.DataFrame:
-    """Hand-made run scores: (scheme, knob, factor) -> the mean score, a seed adding 0.01 x seed, and 0.004
-    more on odd seeds for every scheme but grpo (so paired differences vary); every run starts at
-    0.1, so grpo's gain at factor 1 is about its level - 0.1 + 0.015."""
+    """Hand-made run scores: (scheme, knob, factor) -> the mean score, a seed adding 0.01 x seed, 0.004
+    more on odd seeds for every scheme but grpo and up to 0.003 at random per seed and factor (so paired
+    differences vary, between schemes and between factors); every run starts at 0.1, so grpo's gain
+    at factor 1 is about its level - 0.1 + 0.0165."""
     rows = []
     for (scheme, knob, factor), level in levels.items():
         for seed in range(seeds):
-            score = level + 0.01 * seed + 0.004 * (seed % 2) * (scheme != "grpo")
+            jitter = np.random.default_rng([seed, round(6 * factor)]).uniform(0.0, 0.003)
+            score = level + 0.01 * seed + 0.004 * (seed % 2) * (scheme != "grpo") + jitter
             rows.append(
                 {"label": f"{scheme} {knob} x{factor:g}", "seed": seed, "score": score, "start": 0.1,
                  "step_s": 1.0, "scheme": scheme, "knob": knob, "factor": factor,
@@ -93,12 +96,13 @@ LEVELS = {
 def test_outcomes_edges_where_the_score_falls_and_the_figure():
     scored = scored_frame(LEVELS)
     margin = scheme_sensitivity.margin(scored)
-    assert margin == pytest.approx(verdicts.MARGIN_OF_GAIN * (0.515 - 0.1), abs=1e-3)
+    assert margin == pytest.approx(verdicts.MARGIN_OF_GAIN * (0.5165 - 0.1), abs=3e-4)
     outcomes = scheme_sensitivity.outcome_table(scored)
     assert list(outcomes["scheme"].unique()) == ["grpo", "dapo", "grpo_no_kl"]  # the scheme study's order
     assert (outcomes["n"] == 4).all() and (outcomes["lo"] < outcomes["mean"]).all()
-    edges = scheme_sensitivity.edge_table(outcomes, margin)
+    edges = scheme_sensitivity.edge_table(scored, margin)
     found = {(r.scheme, r.knob, round(r.factor, 3)) for r in edges.itertuples()}
+    assert (edges["lo"] > margin).all() and (edges["n"] == 4).all()  # each drop beyond the margin
     # grpo's group size rises steeply from x1 to x2: x1 lies below the best, the rise itself is no edge
     assert found == {
         ("grpo", "learning_rate", 0.333),
@@ -108,7 +112,7 @@ def test_outcomes_edges_where_the_score_falls_and_the_figure():
         ("dapo", "learning_rate", 1.0),
         ("grpo_no_kl", "learning_rate", 0.333),
     }
-    fig = scheme_sensitivity.figure(outcomes, margin, FULL)
+    fig = scheme_sensitivity.figure(scored, margin, FULL)
     assert len(fig.axes) == 3 * 2  # schemes x knobs present
     assert "4 seeds" in fig._suptitle.get_text()
     empty = fig.axes[4]  # the group-size row: dapo has no scan here
@@ -131,3 +135,13 @@ def test_best_rate_verdicts_beside_the_shared_rate():
     text = scheme_sensitivity.best_rate_markdown(table)
     assert "| dapo | scheme | worse: -0.048" in text and "| x3, x1 |" in text
     assert table["effect shared"].notna().all()
+
+
+def test_a_drop_within_the_seeds_noise_is_no_edge_and_a_crash_is_one():
+    noisy = {("grpo", "learning_rate", f): level for f, level in ((1 / 3, 0.45), (1.0, 0.50), (3.0, 0.40))}
+    scored = scored_frame(noisy, seeds=3)
+    rng = np.random.default_rng(0)
+    scored.loc[scored["factor"] == 1 / 3, "score"] += rng.normal(0.0, 0.08, 3)  # a 0.05 fall, lost in noise
+    scored.loc[scored["factor"] == 3.0, "score"] = np.nan  # every run at x3 failed
+    edges = scheme_sensitivity.edge_table(scored, margin=0.01)
+    assert edges["factor"].tolist() == [3.0] and np.isnan(edges.loc[0, "mean"]) and edges.loc[0, "n"] == 0
