@@ -194,12 +194,9 @@ def false_alarms(
     rule judged no run."""
     judged = clean | True if judged is None else judged.loc[clean.index, clean.columns]
     n = judged.sum().astype(int)
-    hits = (clean & judged).sum().astype(int)
-    true = (
-        hits * 0
-        if known is None
-        else (clean & judged & known.loc[clean.index, clean.columns]).sum().astype(int)
-    )
+    fired = clean & judged
+    hits = fired.sum().astype(int)
+    true = hits * 0 if known is None else (fired & known.loc[clean.index, clean.columns]).sum().astype(int)
     false = hits - true
     return pd.DataFrame(
         {
