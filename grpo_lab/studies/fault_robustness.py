@@ -17,6 +17,7 @@ fails under a fault is counted (`crashes`) and has no score.
 - `settings` / `design` / `run`;
 - `scores`, `margin`, `changes`, `relative`, `crashes`, `figure`, `markdown`."""
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ COLOURS = {
     power.NO_DIFFERENCE: "tab:blue",
 }
 """a verdict's colour in the figure (grey for any other)"""
+SEEDS_SHOWN = 200
+"""`relative`'s seeds_needed is inf beyond this many seeds"""
 
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
@@ -119,7 +122,9 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     """Per scheme row of the scheme study (`schemes.arms`: against grpo, and against its matched
     comparator) and fault condition, the scheme's change under the fault minus the control's, paired
     on seeds (`power.paired` of the two changes per seed): positive, the scheme loses less. Columns:
-    row, kind, treatment, control, condition, n, diff, lo, hi, mde, verdict (against `margin`)."""
+    row, kind, treatment, control, condition, n, diff, lo, hi, mde, verdict (against `margin`), and
+    seeds_needed: the paired seeds whose MDE would reach `margin` at the spread these seeds show
+    (`power.seeds_needed`; inf beyond `SEEDS_SHOWN`), what deciding the row would take."""
     change = _per_seed_changes(scored)
     rows = []
     for name, kind, treatment, control in schemes.arms(set(scored["scheme"])):
@@ -130,9 +135,20 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
             rows.append(
                 {"row": name, "kind": kind, "treatment": treatment, "control": control,
                  "condition": condition, "n": result.n, "diff": result.effect, "lo": result.low,
-                 "hi": result.high, "mde": result.mde, "verdict": result.verdict(margin)}
+                 "hi": result.high, "mde": result.mde, "verdict": result.verdict(margin),
+                 "seeds_needed": _seeds_for(result, margin)}
             )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _seeds_for(result: power.Paired, margin: float) -> float:
+    """The seeds whose MDE reaches `margin` at `result`'s paired spread: NaN without a spread, inf
+    beyond `SEEDS_SHOWN`."""
+    if not np.isfinite(result.sd):
+        return math.nan
+    n = power.seeds_needed(result.sd, margin, most=SEEDS_SHOWN)
+    reached = power.mde_factor(n) * result.sd / math.sqrt(n) <= margin
+    return float(n) if reached else math.inf
 
 
 def _per_seed_changes(scored: pd.DataFrame) -> pd.DataFrame:
@@ -200,10 +216,15 @@ def markdown(changed: pd.DataFrame, compared: pd.DataFrame, failed: pd.DataFrame
         )
     lines += [
         "",
-        "| condition | row | kind | scheme's change minus the control's [95% CI] | MDE | seeds | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| condition | row | kind | scheme's change minus the control's [95% CI] | MDE | seeds "
+        "| seeds for an MDE at the margin | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in compared.itertuples():
         shown = f"{r.diff:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]"
-        lines.append(f"| {r.condition} | {r.row} | {r.kind} | {shown} | {r.mde:.3f} | {r.n} | {r.verdict} |")
+        x = r.seeds_needed
+        needed = "n/a" if math.isnan(x) else f"> {SEEDS_SHOWN}" if math.isinf(x) else f"{x:.0f}"
+        lines.append(
+            f"| {r.condition} | {r.row} | {r.kind} | {shown} | {r.mde:.3f} | {r.n} | {needed} | {r.verdict} |"
+        )
     return "\n".join(lines) + "\n"

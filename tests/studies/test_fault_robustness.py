@@ -5,7 +5,7 @@ hand-made scores."""
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import verdicts
+from grpo_lab.analysis import power, verdicts
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.experiments import SweepResult
 from grpo_lab.studies import fault_robustness, faults, schemes
@@ -75,6 +75,12 @@ def test_changes_and_relative_robustness_paired_on_seeds():
     assert rows[("dapo", "scheme")].diff == pytest.approx(0.15)
     assert rows[("dapo", "scheme vs grpo_no_kl")].diff == pytest.approx(0.10)
     assert rows[("grpo_no_kl", "scheme")].diff == pytest.approx(0.05)
+    # no spread between the changes: the fewest seeds decide; a noisy row needs many more
+    assert rows[("dapo", "scheme")].seeds_needed == power.MIN_SEEDS
+    jitter = (frame["seed"] % 2) * (frame["scheme"] == "dapo") * (frame["condition"] != CLEAN_CONDITION)
+    noisy = frame.assign(score=frame["score"] + 0.3 * jitter)
+    found = fault_robustness.relative(noisy, margin).set_index(["row", "kind"])
+    assert found.loc[("dapo", "scheme"), "seeds_needed"] > 10 * power.MIN_SEEDS
 
 
 def test_crashes_figure_and_tables():
@@ -93,6 +99,7 @@ def test_crashes_figure_and_tables():
     text = fault_robustness.markdown(changed, compared, failed)
     assert "| reward_flip=0.4 | dapo | -0.048 [" in text and "| 1/4 |" in text
     assert "| reward_flip=0.4 | dapo | scheme vs grpo_no_kl | +0.100 [" in text
+    assert "| seeds for an MDE at the margin |" in text
     fig = fault_robustness.figure(changed, margin, FULL)
     assert len(fig.axes) == 1 and "4 paired seeds" in fig._suptitle.get_text()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["grpo_no_kl", "dapo", "grpo"]
