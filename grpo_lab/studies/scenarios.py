@@ -4,10 +4,12 @@ built so that the problem a scenario of the Evaluation guide §8 names is presen
 reverse between environments"), each bed with a check of that problem computed from its own grpo runs
 (`analysis.problems`), never assumed:
 
-- `long answers`: the base's answers run to 47 tokens and the bed allows 40, so the worked-out style
-  is cut off and wrong: long incorrect answers, which grpo's per-sequence normalization penalizes less
-  per token than dr_grpo's (the Dr. GRPO length bias, `problems.length_bias`, read on `MATCHED`
-  against dr_grpo: the normalizations alone);
+- `long answers`: the base's answers of up to 47 tokens with room to grow (64 allowed, where the base
+  allows 48), so that no cap hides incorrect answers growing under grpo's per-sequence normalization,
+  which penalizes a long incorrect answer less per token than dr_grpo's (the Dr. GRPO length bias,
+  `problems.length_bias`, read on `MATCHED` against dr_grpo: the normalizations alone);
+- `cut-off answers`: the bed allows 40 tokens, so the worked-out style is cut off and wrong (the
+  truncation of the guide's long-answer scenario), with the same check;
 - `sparse reward`: groups of 4 (16 prompts, the same 64 completions a step), so most groups give one
   reward to all early on (`problems.sparse_signal`);
 - `asynchronous sampler`: the sampler is the policy of one step ago and the trainer recomputes the old
@@ -89,8 +91,14 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {
     "long answers": Scenario(
-        (("max_completion_length", 40),),
+        (("max_completion_length", 64),),
         "long answers dominate: mind the loss coefficients and sequence-level advantages",
+        _length_bias,
+        (REFERENCE, MATCHED, "dr_grpo"),
+    ),
+    "cut-off answers": Scenario(
+        (("max_completion_length", 40),),
+        "long answers dominate, cut off: truncated answers are wrong",
         _length_bias,
         (REFERENCE, MATCHED, "dr_grpo"),
     ),
@@ -109,7 +117,7 @@ SCENARIOS: dict[str, Scenario] = {
 FULL = Budget(seeds=tuple(range(6)), steps=60, eval_every=5, scored_tail=True)
 """under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail),
 up to 6 paired seeds under its sequential rule (looks at 3 and 6) rather than the base's 9: at their
-caps the three beds cost twice the base's study (every bed keeps every arm, under the smoke profile
+caps the four beds cost more than twice the base's study (every bed keeps every arm, under the smoke profile
 too, with the smoke profile's arms of the scheme study and what its check reads)"""
 
 
