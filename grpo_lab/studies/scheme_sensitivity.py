@@ -16,15 +16,16 @@ A failure edge (`edge_table`) is a setting that is worse than the knob's best, p
 more than the scheme study's margin (`MARGIN_OF_GAIN` x grpo's gain: the verdict 'worse', interval
 and all), or that crashed: where the score falls beyond the seeds' noise, never where it rises.
 `best_rate_table` sets each scheme's verdict at its own best learning rate beside its verdict at the
-shared one. The best rate is chosen on the same seeds it is
-judged on, so its verdict leans towards the scheme: it says whether a scheme's row turns on the rate,
-not by how much.
+shared one. The best rate is chosen on the seeds it is judged on, so that verdict leans towards the
+scheme; the confirmation (`confirm_design`) runs every scheme at its own best rate again on fresh
+seeds (`fresh_seeds`), where the choice cannot favour it, and the table gives the verdict there too.
 
-- `settings` / `design` / `run`;
-- `scores`, `outcome_table`, `edge_table`, `figure`, `best_rate_table`."""
+- `settings` / `design` / `run`; `confirm_design` / `run_confirmation` on `fresh_seeds`; `runs`: what
+  `grpo-lab plan` counts, the confirmation included once the best rates can be read from the store;
+- `scores`, `outcome_table`, `edge_table`, `figure`, `best_rates`, `best_rate_table`."""
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from grpo_lab.analysis import power, stats, verdicts
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.profiles import Profile
 from grpo_lab.studies import paired, schemes
 from grpo_lab.studies.base import base, described
@@ -106,6 +108,8 @@ KNOBS = (
 """the knobs of §4.6, each scaled by its factors around the scheme's own value"""
 SMOKE_FACTORS = {"learning_rate": (1.0, 3.0)}
 """under the smoke profile: two learning rates, the other knobs at the scheme's own setting"""
+FRESH_SEEDS = 3
+"""the confirmation's seeds under the full profile (1 under the smoke profile), after the profile's own"""
 
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
@@ -147,6 +151,63 @@ def run(
     """Train (or load) the design over the profile's seeds into `root` (default: the profile's
     store); `options` as for `experiments.run_design`."""
     return run_design(points, settings.seeds, settings.runs_dir() if root is None else root, **options)
+
+
+def fresh_seeds(settings: Profile) -> tuple[int, ...]:
+    """The confirmation's seeds: `FRESH_SEEDS` (1 under the smoke profile) after the profile's own, so
+    that no run the best rate was chosen on is reused."""
+    count = FRESH_SEEDS if settings.name == "full" else 1
+    first = max(settings.seeds) + 1
+    return tuple(range(first, first + count))
+
+
+def confirm_design(settings: Profile, rates: Mapping[str, float]) -> list[Point]:
+    """Each scheme of `rates` (scheme -> learning-rate factor, `best_rates`) at that factor: the
+    design's own point (the same config, to run over `fresh_seeds`)."""
+    found = {(p.columns["scheme"], p.columns["factor"]): p for p in _rate_points(settings)}
+    missing = [f"{scheme} x{factor:g}" for scheme, factor in rates.items() if (scheme, factor) not in found]
+    if missing:
+        factors = sorted({f for _, f in found})
+        raise ValueError(
+            f"no learning-rate point for {', '.join(missing)}; the design scans factors {factors} of the "
+            f"schemes {sorted({s for s, _ in found})}"
+        )
+    return [found[(scheme, factor)] for scheme, factor in rates.items()]
+
+
+def run_confirmation(
+    settings: Profile, rates: Mapping[str, float], root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) `confirm_design` over `fresh_seeds` into `root` (default: the profile's store);
+    `options` as for `experiments.run_design`."""
+    where = settings.runs_dir() if root is None else root
+    return run_design(confirm_design(settings, rates), fresh_seeds(settings), where, **options)
+
+
+def stored_rates(settings: Profile, store: str | Path) -> dict[str, float] | None:
+    """`best_rates` of the learning-rate runs in `store`; None while any of them is not stored."""
+    points = _rate_points(settings)
+    wanted = [p.config.replace(seed=seed) for p in points for seed in settings.seeds]
+    if not all(is_current(run_dir(config, store)) for config in wanted):
+        return None
+    return best_rates(outcome_table(scores(run(points, settings, store, progress=False))))
+
+
+def runs(points: Sequence[Point], settings: Profile, store: str | Path | None = None) -> list[Config]:
+    """What `grpo-lab plan` counts: `points` over the profile's seeds, then the confirmation over
+    `fresh_seeds`: at the best rates read from `store` (`stored_rates`) once they can be, and until then
+    (or with no store) every scheme at its own rate standing in for its cost."""
+    rates = None if store is None else stored_rates(settings, store)
+    if rates is None:
+        rates = {p.columns["scheme"]: 1.0 for p in _rate_points(settings)}
+    confirming = confirm_design(settings, rates)
+    return [p.config.replace(seed=seed) for p in points for seed in settings.seeds] + [
+        p.config.replace(seed=seed) for p in confirming for seed in fresh_seeds(settings)
+    ]
+
+
+def _rate_points(settings: Profile) -> list[Point]:
+    return [p for p in design(settings) if p.columns["knob"] == "learning_rate"]
 
 
 def scores(result: SweepResult) -> pd.DataFrame:
@@ -256,45 +317,67 @@ def best_rates(outcomes: pd.DataFrame) -> dict[str, float]:
     return {str(s): float(t.loc[t["mean"].idxmax(), "factor"]) for s, t in by_scheme}
 
 
-def best_rate_table(scored: pd.DataFrame, outcomes: pd.DataFrame, margin: float) -> pd.DataFrame:
+def best_rate_table(
+    scored: pd.DataFrame, outcomes: pd.DataFrame, margin: float, fresh: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Each scheme row of the scheme study (`schemes.arms`: against grpo and against its matched
     comparator) at the shared learning rate (every scheme at factor 1) and at each side's own best
     rate (`best_rates`), paired on seeds against `margin`: row, kind, the best factors of both sides,
-    then effect, interval and verdict at each."""
+    then effect, interval, seeds and verdict at each, and whether the verdict turns on the rate. With
+    `fresh` (the `scores` of `run_confirmation`), the same at the own best rates on the fresh seeds
+    (columns suffixed ' fresh seeds') and whether the own-best verdict holds there."""
     rates = best_rates(outcomes)
     lr = scored[scored["knob"] == "learning_rate"]
     shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
-    best = lr[lr["factor"] == lr["scheme"].map(rates)].assign(label=lambda f: f["scheme"])
     rows = schemes.arms(set(shared["label"]))
     learned = verdicts.gain(shared[shared["label"] == schemes.REFERENCE])
-    at_shared, at_best = (
-        verdicts.compare(frame, rows, margin=margin, reference_gain=learned) for frame in (shared, best)
-    )
+    sides = {
+        "shared": shared,
+        "own best": lr[lr["factor"] == lr["scheme"].map(rates)].assign(label=lambda f: f["scheme"]),
+    }
+    if fresh is not None:
+        sides["fresh seeds"] = fresh.assign(label=fresh["scheme"])
     kept = ["effect", "ci_low", "ci_high", "seeds", "verdict"]
-    table = at_shared[["row", "kind", *kept]].merge(
-        at_best[["row", "kind", *kept]], on=["row", "kind"], suffixes=(" shared", " own best")
-    )
+    table = None
+    for side, frame in sides.items():
+        found = verdicts.compare(frame, rows, margin=margin, reference_gain=learned)[["row", "kind", *kept]]
+        found = found.rename(columns={c: f"{c} {side}" for c in kept})
+        table = found if table is None else table.merge(found, on=["row", "kind"])
+    assert table is not None
     table.insert(2, "treatment rate x", [rates[treatment] for _, _, treatment, _ in rows])
     table.insert(3, "control rate x", [rates[control] for _, _, _, control in rows])
     table["turns on the rate"] = table["verdict shared"] != table["verdict own best"]
+    if fresh is not None:
+        table["holds on fresh seeds"] = table["verdict own best"] == table["verdict fresh seeds"]
     return table
 
 
 def best_rate_markdown(table: pd.DataFrame) -> str:
     """`best_rate_table` as GitHub markdown: per row, the verdict and effect [95% CI] at the shared
-    rate and at the sides' own best rates (their factors), and whether the verdict turns."""
-    lines = [
-        "| row | kind | at the shared rate | own best rates (treatment, control) | at the own best rates "
-        "| verdict turns |",
-        "|---|---|---|---|---|---|",
-    ]
+    rate and at the sides' own best rates (their factors), whether the verdict turns, and, where the
+    table has them, the own best rates on fresh seeds and whether the verdict holds there."""
+    fresh = "verdict fresh seeds" in table
+    head = ["row", "kind", "at the shared rate", "own best rates (treatment, control)"]
+    head += ["at the own best rates", "verdict turns"]
+    head += ["at the own best rates, fresh seeds", "holds on fresh seeds"] if fresh else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    sides = ("shared", "own best", "fresh seeds") if fresh else ("shared", "own best")
     for r in table.to_dict("records"):
         at = {
             side: f"{verdicts.WORDS.get(r[f'verdict {side}'], 'undecided')}: {r[f'effect {side}']:+.3f} "
             f"[{r[f'ci_low {side}']:+.3f}, {r[f'ci_high {side}']:+.3f}], {r[f'seeds {side}']} seeds"
-            for side in ("shared", "own best")
+            for side in sides
         }
         rates = f"x{r['treatment rate x']:.2g}, x{r['control rate x']:.2g}"
-        turns = "yes" if r["turns on the rate"] else "no"
-        lines.append(f"| {r['row']} | {r['kind']} | {at['shared']} | {rates} | {at['own best']} | {turns} |")
+        cells = [
+            r["row"],
+            r["kind"],
+            at["shared"],
+            rates,
+            at["own best"],
+            "yes" if r["turns on the rate"] else "no",
+        ]
+        if fresh:
+            cells += [at["fresh seeds"], "yes" if r["holds on fresh seeds"] else "no"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

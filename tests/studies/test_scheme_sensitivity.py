@@ -145,3 +145,39 @@ def test_a_drop_within_the_seeds_noise_is_no_edge_and_a_crash_is_one():
     scored.loc[scored["factor"] == 3.0, "score"] = np.nan  # every run at x3 failed
     edges = scheme_sensitivity.edge_table(scored, margin=0.01)
     assert edges["factor"].tolist() == [3.0] and np.isnan(edges.loc[0, "mean"]) and edges.loc[0, "n"] == 0
+
+
+def test_the_own_best_verdict_judged_again_on_fresh_seeds():
+    scored = scored_frame(LEVELS)
+    outcomes = scheme_sensitivity.outcome_table(scored)
+    best = scheme_sensitivity.best_rates(outcomes)
+    chosen = {(s, k, f): v for (s, k, f), v in LEVELS.items() if k == "learning_rate" and f == best[s]}
+    fresh = scored_frame(chosen)
+    fresh.loc[fresh["scheme"] == "dapo", "score"] -= 0.15  # on fresh seeds dapo's best rate loses
+    table = scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02, fresh=fresh)
+    dapo = table[(table["row"] == "dapo") & (table["kind"] == "scheme")].iloc[0]
+    assert dapo["verdict own best"] == "better" and dapo["verdict fresh seeds"] == "worse"
+    assert not dapo["holds on fresh seeds"] and dapo["seeds fresh seeds"] == 4
+    text = scheme_sensitivity.best_rate_markdown(table)
+    assert "| holds on fresh seeds |" in text and "| worse: -0.05" in text
+    assert "fresh seeds" not in scheme_sensitivity.best_rate_markdown(
+        scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02)
+    )
+
+
+def test_the_confirmation_runs_each_best_rate_on_seeds_it_was_not_chosen_on():
+    points = scheme_sensitivity.confirm_design(FULL, {"grpo": 1 / 3, "cispo": 1.0})
+    assert [p.label for p in points] == ["grpo learning_rate x0.333333", "cispo learning_rate x1"]
+    fresh = scheme_sensitivity.fresh_seeds(FULL)
+    assert len(fresh) == scheme_sensitivity.FRESH_SEEDS and not set(fresh) & set(FULL.seeds)
+    with pytest.raises(ValueError, match="no learning-rate point for grpo x2"):
+        scheme_sensitivity.confirm_design(FULL, {"grpo": 2.0})
+
+
+def test_the_plan_counts_the_confirmation_before_and_after_the_rates_are_known(tmp_path):
+    points = scheme_sensitivity.design(FULL)
+    counted = scheme_sensitivity.runs(points, FULL, tmp_path)  # nothing stored: every scheme at x1 stands in
+    extra = counted[len(points) * len(FULL.seeds) :]
+    assert len(extra) == len(schemes.SCHEMES) * scheme_sensitivity.FRESH_SEEDS
+    assert {c.seed for c in extra} == set(scheme_sensitivity.fresh_seeds(FULL))
+    assert scheme_sensitivity.stored_rates(FULL, tmp_path) is None
