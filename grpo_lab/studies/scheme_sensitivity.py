@@ -196,10 +196,12 @@ def stored_rates(settings: Profile, store: str | Path) -> dict[str, float] | Non
 def runs(points: Sequence[Point], settings: Profile, store: str | Path | None = None) -> list[Config]:
     """What `grpo-lab plan` counts: `points` over the profile's seeds, then the confirmation over
     `fresh_seeds`: at the best rates read from `store` (`stored_rates`) once they can be, and until then
-    (or with no store) every scheme at its own rate standing in for its cost."""
+    (or with no store) every scheme at the scan's lowest rate standing in for its cost (not at its own
+    rate, whose runs on those seeds the scheme study already counts)."""
     rates = None if store is None else stored_rates(settings, store)
     if rates is None:
-        rates = {p.columns["scheme"]: 1.0 for p in _rate_points(settings)}
+        lowest = min(p.columns["factor"] for p in _rate_points(settings))
+        rates = {p.columns["scheme"]: lowest for p in _rate_points(settings)}
     confirming = confirm_design(settings, rates)
     return [p.config.replace(seed=seed) for p in points for seed in settings.seeds] + [
         p.config.replace(seed=seed) for p in confirming for seed in fresh_seeds(settings)
