@@ -146,9 +146,8 @@ def _seeds_for(result: power.Paired, margin: float) -> float:
     beyond `SEEDS_SHOWN`."""
     if not np.isfinite(result.sd):
         return math.nan
-    n = power.seeds_needed(result.sd, margin, most=SEEDS_SHOWN)
-    reached = power.mde_factor(n) * result.sd / math.sqrt(n) <= margin
-    return float(n) if reached else math.inf
+    n = power.seeds_needed(result.sd, margin, most=SEEDS_SHOWN + 1)  # SEEDS_SHOWN + 1: not reached
+    return float(n) if n <= SEEDS_SHOWN else math.inf
 
 
 def _per_seed_changes(scored: pd.DataFrame) -> pd.DataFrame:

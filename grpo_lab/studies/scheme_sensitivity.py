@@ -24,6 +24,7 @@ seeds (`fresh_seeds`), where the choice cannot favour it, and the table gives th
   `grpo-lab plan` counts, the confirmation included once the best rates can be read from the store;
 - `scores`, `outcome_table`, `edge_table`, `figure`, `best_rates`, `best_rate_table`."""
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -340,12 +341,13 @@ def best_rate_table(
     if fresh is not None:
         sides["fresh seeds"] = fresh.assign(label=fresh["scheme"])
     kept = ["effect", "ci_low", "ci_high", "seeds", "verdict"]
-    table = None
-    for side, frame in sides.items():
-        found = verdicts.compare(frame, rows, margin=margin, reference_gain=learned)[["row", "kind", *kept]]
-        found = found.rename(columns={c: f"{c} {side}" for c in kept})
-        table = found if table is None else table.merge(found, on=["row", "kind"])
-    assert table is not None
+    found = [
+        verdicts.compare(frame, rows, margin=margin, reference_gain=learned)[["row", "kind", *kept]].rename(
+            columns={c: f"{c} {side}" for c in kept}
+        )
+        for side, frame in sides.items()
+    ]
+    table = functools.reduce(lambda left, right: left.merge(right, on=["row", "kind"]), found)
     table.insert(2, "treatment rate x", [rates[treatment] for _, _, treatment, _ in rows])
     table.insert(3, "control rate x", [rates[control] for _, _, _, control in rows])
     table["turns on the rate"] = table["verdict shared"] != table["verdict own best"]
