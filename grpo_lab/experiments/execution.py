@@ -39,10 +39,10 @@ from grpo_lab.experiments.store import (
     Outcome,
     attempt,
     is_current,
+    record_failure,
     refuse_training,
     run_dir,
     unusable,
-    write_error,
 )
 from grpo_lab.models.embedded import cache_root, embedded_path
 
@@ -248,6 +248,6 @@ def _outcome(result: Callable[[], Outcome], config: Config, root: Path) -> Outco
             "the worker process died while training it (killed, out of memory, or it failed to start: see "
             "stderr)"
         )
-        return Outcome(config.key(), "failed", write_error(run_dir(config, root), error))
+        return Outcome(config.key(), "failed", record_failure(run_dir(config, root), error))
     except Exception as err:
-        return Outcome(config.key(), "failed", write_error(run_dir(config, root), err))
+        return Outcome(config.key(), "failed", record_failure(run_dir(config, root), err))

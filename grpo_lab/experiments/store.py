@@ -210,6 +210,17 @@ def write_error(path: Path, error: BaseException) -> str:
     return message
 
 
+def record_failure(path: Path, error: BaseException) -> str:
+    """`write_error`, under the run's build lock and only where no current run is stored: a process
+    whose attempt failed (its worker died before it reached the lock, say) never writes into a run
+    that another process is training or has sealed. The failure is reported all the same (its one-line
+    description is returned)."""
+    with build_lock(path):
+        if is_current(path):
+            return f"{type(error).__name__}: {error}"
+        return write_error(path, error)
+
+
 def read_error(path: str | Path) -> dict[str, str] | None:
     """The error.json of a failed run, if any."""
     file = Path(path) / ERROR
@@ -222,7 +233,7 @@ def attempt(config: Config, root: str | Path, callbacks_factory: CallbacksFactor
     try:
         status = ensure(config, root, callbacks_factory)
     except Exception as err:
-        message = write_error(run_dir(config, root), err)
+        message = record_failure(run_dir(config, root), err)
         return Outcome(config.key(), "failed", message, time.perf_counter() - start)
     return Outcome(config.key(), status, None, time.perf_counter() - start)
 

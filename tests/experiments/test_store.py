@@ -103,3 +103,30 @@ def test_a_run_records_its_start_and_one_from_other_weights_is_stale_and_retrain
     assert read_start(path)["init_sha256"] == start_sha256("judge")
     rewrite(None)
     assert store.state(path)[0] == "stale" and not store.is_current(path)
+
+
+def test_a_failed_attempt_never_writes_into_a_run_that_is_stored(tmp_path, monkeypatch):
+    """A process whose attempt failed (its worker died before reaching the run's lock) while another
+    process trained the run reports its failure, but leaves the sealed run as it is; a run that is not
+    stored gets the failure recorded in its error.json."""
+    from grpo_lab import Config
+    from grpo_lab.experiments import store
+    from grpo_lab.training import trainer
+
+    def fake_train(config, out, callbacks=()):
+        out.mkdir(parents=True)
+        record = {"config": config.to_dict(), "start": {"init_sha256": "x", "reference_sha256": None}}
+        (out / "config.json").write_text(json.dumps(record))
+        (out / "metrics.jsonl").write_text("")
+        (out / "summary.json").write_text("{}")
+
+    monkeypatch.setattr(trainer, "train", fake_train)
+    stored, missing = (Config(model="tiny-model-not-loaded", task="judge", steps=n) for n in (1, 2))
+    assert store.ensure(stored, tmp_path) == "trained"
+    path = store.run_dir(stored, tmp_path)
+    message = store.record_failure(path, RuntimeError("the worker process died"))
+    assert message == "RuntimeError: the worker process died"
+    assert store.read_error(path) is None and store.is_current(path)
+    other = store.run_dir(missing, tmp_path)
+    store.record_failure(other, RuntimeError("the worker process died"))
+    assert store.read_error(other)["message"] == "the worker process died"
