@@ -212,18 +212,25 @@ def false_alarms(
 
 
 def fault_study(runs: pd.DataFrame, conditions: Sequence[str] | None = None) -> pd.DataFrame:
-    """The runs of a fault-injection design among `runs` (`collect_runs`): every faulted run (with
+    """The runs of a fault-injection design among `runs` (`collect_runs`): the faulted runs (with
     `conditions`, those of these fault conditions only: a test bed that samples stale by design is no
-    injected fault), and the clean runs of the same design as one of them (same preset, task, steps and
-    `changes`), which are its clean condition. Other clean runs (other studies) are left out."""
+    injected fault) whose design (same preset, task, steps and `changes`) also has clean runs, and
+    those clean runs, which are its clean condition. A faulted run without a clean run of its design
+    is part of another study (a troubleshooting scenario drives its drift with reward noise at its own
+    learning rate) and is left out, as are the clean runs of other studies."""
     faulted = runs[runs["condition"] != CLEAN_CONDITION]
     if conditions is not None:
         faulted = faulted[faulted["condition"].isin(conditions)]
     design = ["preset", "task", "steps", "changes"]
-    keys = set(faulted[design].itertuples(index=False, name=None))
     clean = runs[runs["condition"] == CLEAN_CONDITION]
-    same = [key in keys for key in clean[design].itertuples(index=False, name=None)]
-    return pd.concat([clean[same], faulted]).sort_index()
+    faulted = faulted[_of_designs(faulted, clean, design)]
+    return pd.concat([clean[_of_designs(clean, faulted, design)], faulted]).sort_index()
+
+
+def _of_designs(runs: pd.DataFrame, others: pd.DataFrame, design: list[str]) -> np.ndarray:
+    """Which of `runs` share their `design` columns with one of `others` (a mask aligned with `runs`)."""
+    keys = set(others[design].itertuples(index=False, name=None))
+    return np.array([key in keys for key in runs[design].itertuples(index=False, name=None)], dtype=bool)
 
 
 def confusion(fired_runs: pd.DataFrame, by: pd.Series, order: Sequence[str] | None = None) -> pd.DataFrame:

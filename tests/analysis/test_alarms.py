@@ -114,15 +114,16 @@ def test_collect_runs_classifies_every_sealed_run(store):
     assert fast.loc[fast["run"] == "a", "changes"].item() == "learning_rate=3e-05"
 
 
-def test_fault_study_keeps_the_faulted_runs_and_the_clean_runs_of_their_design(store):
+def test_fault_study_keeps_the_faulted_runs_with_clean_runs_of_their_design_and_those(store):
     runs = alarms.collect_runs(store)
     study = alarms.fault_study(runs)
-    # c changes the learning rate and f's design (13 steps) has no clean run: neither is a clean run of it
-    assert list(study["run"]) == ["a", "b", "d", "e", "f"]
+    # c changes the learning rate: no faulted run shares its design; f's design (13 steps) has no clean
+    # run, so f belongs to no fault-injection design here
+    assert list(study["run"]) == ["a", "b", "d", "e"]
     assert alarms.fault_study(runs[runs["condition"] == "clean"]).empty
-    # only the named conditions are injected faults: f (repeat_k=2) and the clean runs of its design go
-    only = alarms.fault_study(runs, ["reward_sigma=1.0"])
-    assert list(only["run"]) == ["a", "b", "d", "e"]
+    # only the named conditions are injected faults: with none of them, no clean run is kept either
+    assert alarms.fault_study(runs, ["repeat_k=2"]).empty
+    assert list(alarms.fault_study(runs, ["reward_sigma=1.0"])["run"]) == ["a", "b", "d", "e"]
 
 
 # --- rates --------------------------------------------------------------------------------------------

@@ -28,6 +28,18 @@ def test_each_remedy_is_the_fault_with_the_reviews_change(full):
     assert points[remedy].learning_rate == points[fault].learning_rate != reference.learning_rate
 
 
+def test_both_drift_cases_start_from_the_same_push_and_their_remedies_change_only_the_kl(full):
+    points = {p.label: p.config for p in troubleshooting.design(full)}
+    drift = base(full).replace(**troubleshooting.DRIFT)
+    assert drift.fault_reward_sigma > 0 and drift.kl_coef < base(full).kl_coef
+    rising, rising_fix = troubleshooting.labels("KL rising without return", full)
+    late, late_fix = troubleshooting.labels("adaptive KL threshold too high", full)
+    assert points[rising] == drift
+    assert points[late] == drift.replace(kl_schedule="threshold", kl_target=1.0, kl_growth=0.2)
+    assert points[rising_fix] == drift.replace(kl_coef=0.04)
+    assert points[late_fix] == points[late].replace(kl_target=0.02, kl_growth=0.02)
+
+
 def test_a_remedy_that_restores_the_base_is_the_base(full):
     fault, remedy = troubleshooting.labels("entropy coefficient too large", full)
     assert remedy == troubleshooting.REFERENCE
