@@ -17,9 +17,8 @@ paired on seeds.
 - Left out: §4.1's loss above 1 with a large KL term. The review says it is not a fault (the loss adds
   a policy term and a KL term of different scales; follow the KL instead), and this bed cannot show
   it healthy: its reference is the policy's own start, so the KL term is the coefficient times a KL
-  that the same coefficient holds down, and it grows about as the coefficient's square root (0.0015
-  per token at 0.04, 0.0073 at 1.0: `docs/studies.md`, "Troubleshooting scenarios", with the store's
-  census of losses above 1).
+  that the same coefficient holds down, and it grows only about as the coefficient's square root
+  (`docs/studies.md`, "Troubleshooting scenarios", measures it and counts the stored losses above 1).
 
 `settings` / `design` / `run` as in every study; `findings` (runs per rule), `table` (per scenario:
 the problem present in the fault's runs and in the remedy's, the watched metric and the headline score
