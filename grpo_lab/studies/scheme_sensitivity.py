@@ -34,7 +34,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import power, stats, verdicts
+from grpo_lab.analysis import power, reversals, stats, verdicts
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
@@ -328,7 +328,8 @@ def best_rate_table(
     rate (`best_rates`), paired on seeds against `margin`: row, kind, the best factors of both sides,
     then effect, interval, seeds and verdict at each, and whether the verdict turns on the rate. With
     `fresh` (the `scores` of `run_confirmation`), the same at the own best rates on the fresh seeds
-    (columns suffixed ' fresh seeds') and whether the own-best verdict holds there."""
+    (columns suffixed ' fresh seeds') and what becomes of the own-best verdict there (`on fresh seeds`,
+    one of `reversals.CHANGES`: an undecided fresh verdict leaves it open, neither held nor undone)."""
     rates = best_rates(outcomes)
     lr = scored[scored["knob"] == "learning_rate"]
     shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
@@ -352,18 +353,20 @@ def best_rate_table(
     table.insert(3, "control rate x", [rates[control] for _, _, _, control in rows])
     table["turns on the rate"] = table["verdict shared"] != table["verdict own best"]
     if fresh is not None:
-        table["holds on fresh seeds"] = table["verdict own best"] == table["verdict fresh seeds"]
+        table["on fresh seeds"] = list(
+            map(reversals.change, table["verdict own best"], table["verdict fresh seeds"])
+        )
     return table
 
 
 def best_rate_markdown(table: pd.DataFrame) -> str:
     """`best_rate_table` as GitHub markdown: per row, the verdict and effect [95% CI] at the shared
     rate and at the sides' own best rates (their factors), whether the verdict turns, and, where the
-    table has them, the own best rates on fresh seeds and whether the verdict holds there."""
+    table has them, the own best rates on fresh seeds and what becomes of the own-best verdict there."""
     fresh = "verdict fresh seeds" in table
     head = ["row", "kind", "at the shared rate", "own best rates (treatment, control)"]
     head += ["at the own best rates", "verdict turns"]
-    head += ["at the own best rates, fresh seeds", "holds on fresh seeds"] if fresh else []
+    head += ["at the own best rates, fresh seeds", "own best on fresh seeds"] if fresh else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     sides = ("shared", "own best", "fresh seeds") if fresh else ("shared", "own best")
     for r in table.to_dict("records"):
@@ -382,6 +385,6 @@ def best_rate_markdown(table: pd.DataFrame) -> str:
             "yes" if r["turns on the rate"] else "no",
         ]
         if fresh:
-            cells += [at["fresh seeds"], "yes" if r["holds on fresh seeds"] else "no"]
+            cells += [at["fresh seeds"], r["on fresh seeds"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

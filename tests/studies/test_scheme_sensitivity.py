@@ -157,9 +157,9 @@ def test_the_own_best_verdict_judged_again_on_fresh_seeds():
     table = scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02, fresh=fresh)
     dapo = table[(table["row"] == "dapo") & (table["kind"] == "scheme")].iloc[0]
     assert dapo["verdict own best"] == "better" and dapo["verdict fresh seeds"] == "worse"
-    assert not dapo["holds on fresh seeds"] and dapo["seeds fresh seeds"] == 4
+    assert dapo["on fresh seeds"] == "reversed" and dapo["seeds fresh seeds"] == 4
     text = scheme_sensitivity.best_rate_markdown(table)
-    assert "| holds on fresh seeds |" in text and "| worse: -0.05" in text
+    assert "| own best on fresh seeds |" in text and "| worse: -0.05" in text and "| reversed |" in text
     assert "fresh seeds" not in scheme_sensitivity.best_rate_markdown(
         scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02)
     )
