@@ -195,9 +195,14 @@ def unusable(paths: Iterable[Path]) -> dict[Path, str]:
     return found
 
 
+def describe_error(error: BaseException) -> str:
+    """A failure's one-line description: its type and message."""
+    return f"{type(error).__name__}: {error}"
+
+
 def write_error(path: Path, error: BaseException) -> str:
     """Record a failed run in `path`/error.json; return its one-line description."""
-    message = f"{type(error).__name__}: {error}"
+    message = describe_error(error)
     path.mkdir(parents=True, exist_ok=True)
     write_json_atomic(
         path / ERROR,
@@ -217,7 +222,7 @@ def record_failure(path: Path, error: BaseException) -> str:
     description is returned)."""
     with build_lock(path):
         if is_current(path):
-            return f"{type(error).__name__}: {error}"
+            return describe_error(error)
         return write_error(path, error)
 
 
