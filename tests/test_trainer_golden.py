@@ -1,6 +1,6 @@
-"""Row for row: every preset, every trick and every fault, trained on the tiny model, give exactly the
-metrics stored in tests/data/golden_metrics.json (CPU, one thread). A refactor of the loop must leave
-them unchanged; a deliberate change of behaviour regenerates them with
+"""Row for row: every preset, every trick and every fault, trained on the tiny model, give the metrics
+stored in tests/data/golden_metrics.json (CPU, one thread). A refactor of the loop must leave them
+unchanged; a deliberate change of behaviour regenerates them with
 
     GRPO_LAB_REGENERATE_GOLDEN=1 python -m pytest -q tests/test_trainer_golden.py
 
@@ -9,11 +9,14 @@ and says why in its commit.
 Exact floats depend on the CPU kernels torch and its BLAS dispatch to, which follow the CPU's
 capability (`torch.backends.cpu.get_cpu_capability()`) and its vendor (MKL takes other paths on AMD
 than on Intel): on a machine other than `REFERENCE_MACHINE` the metrics round differently in the last
-bits, and where a run makes a discrete choice on them (kl_cov's top tokens, a sampled token) they
-part. Such a machine compares with golden data of its own kind (`golden_metrics.<capability>-<vendor>.json`),
-which records the reference data it was made beside: after a change of the reference data,
-regenerate them on a machine of that kind too (the same command writes the file of the machine it
-runs on). The reference data alone define the store's behaviour version."""
+bits. A machine kind with golden data of its own (`golden_metrics.<capability>-<vendor>.json`, which
+records the reference data it was made beside) compares exactly with them: after a change of the
+reference data, regenerate them on a machine of that kind too (the same command writes the file of
+the machine it runs on). Any other kind compares with the reference data to `TOLERANCE`, and skips,
+naming why, the cases and metrics that make a discrete choice on last-bit differences
+(`PARTS_ON_LAST_BITS`, `LAST_BIT_METRICS`): so the suite passes on a laptop, an ARM machine or a new CI
+host. Forcing torch onto other kernels (`ATEN_CPU_CAPABILITY=avx2` or `default`) makes such a kind on
+any machine. The reference data alone define the store's behaviour version."""
 
 import hashlib
 import json
@@ -177,22 +180,90 @@ def run(name: str, model: str, tmp_path: Path) -> list[dict]:
 
 NAMES = [*CONFIGS, "resume", "reconfigure"]
 
+TOLERANCE = {"rel_tol": 1e-3, "abs_tol": 1e-5}
+"""how far a metric may lie from the reference data on a machine kind without golden data of its own:
+the kernels of AVX512-GenuineIntel, AVX2-AuthenticAMD and DEFAULT-AuthenticAMD (no vector kernels)
+stay within a relative 1.4e-4 of the AVX512-AuthenticAMD reference on every other metric, and within
+2e-6 absolute of values that are rounding noise around 0"""
 
-@pytest.fixture(scope="module")
-def golden() -> dict:
-    if REGENERATE:
-        return {}
-    file = golden_file(MACHINE)
+PARTS_ON_LAST_BITS = {
+    "arith_token_credit": "every arith reward of the random model ties at 0, so its advantages are the "
+    "in-reward KL of step 0, where the policy is the reference: rounding noise scaled by its own spread",
+    "kl_cov": "kl_cov picks the tokens of top covariance, a ranking that last-bit differences reorder",
+}
+"""golden cases whose runs part on another machine kind, and why: they are compared exactly where
+golden data of the kind exist, and skipped elsewhere"""
+
+BFLOAT16_TOLERANCE = {"rel_tol": 2e-2, "abs_tol": 1e-5}
+"""for the metrics that measure a bfloat16 sampler's own rounding (`BFLOAT16_ROUNDING`): a last-bit
+difference in float32 moves a token's bfloat16 value by a whole bfloat16 step (2^-8 relative)"""
+BFLOAT16_ROUNDING = ("is/logp_gap_mean", "sampling/kl_sampler_trainer")
+TOKEN_SELECTION_TOLERANCE = {"rel_tol": 0.0, "abs_tol": 0.01}
+"""for `policy/token_dropped_frac`: top_entropy keeps a share of tokens ranked by entropy, and a token
+at the threshold flips on last bits (one token of about 200 is 0.005)"""
+
+
+def last_bit_metric(name: str, config: Config | None, row: dict, metric: str) -> str | None:
+    """Why `metric` of golden case `name` is not compared on another machine kind (None: it is): the
+    cosine with the KL term's gradient at step 0, where the policy is the reference and that gradient
+    is rounding noise."""
+    if metric.startswith("grad_cos/") and "kl" in metric.split("/", 1)[1] and row.get("step") == 0:
+        return "the KL term's gradient at step 0 is rounding noise (the policy is the reference)"
+    return None
+
+
+def tolerance(config: Config | None, metric: str) -> dict[str, float]:
+    """The tolerance of `metric` on a machine kind without golden data of its own."""
+    if metric in BFLOAT16_ROUNDING and config is not None and config.fault_sampler_dtype == "bfloat16":
+        return BFLOAT16_TOLERANCE
+    if metric == "policy/token_dropped_frac":
+        return TOKEN_SELECTION_TOLERANCE
+    return TOLERANCE
+
+
+def differences(name: str, rows: list[dict], expected: list[dict]) -> list[str]:
+    """Where `rows` of golden case `name` differ from the `expected` reference rows beyond their
+    tolerance (`tolerance`), leaving out the metrics `last_bit_metric` names; the same row count, the
+    same metrics in each row, and equal non-numbers are required."""
+    if len(rows) != len(expected):
+        return [f"{len(rows)} rows, expected {len(expected)}"]
+    config = golden_config(name, "tiny")
+    found = []
+    for i, (row, want) in enumerate(zip(rows, expected)):
+        if row.keys() != want.keys():
+            found.append(f"row {i}: metrics {sorted(row.keys() ^ want.keys())} on one side only")
+            continue
+        for metric, value in want.items():
+            got = row[metric]
+            numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (got, value))
+            if not numbers:
+                if got != value:
+                    found.append(f"row {i} {metric}: {got!r} != {value!r}")
+            elif last_bit_metric(name, config, want, metric) is None and not math.isclose(
+                got, value, **tolerance(config, metric)
+            ):
+                found.append(f"row {i} {metric}: {got!r} vs {value!r}")
+    return found
+
+
+def golden_data(machine: str) -> tuple[dict, bool]:
+    """The golden rows a machine of kind `machine` compares with, and whether exactly: its own file
+    (exact), or, for a kind that has none, the reference data (to `TOLERANCE`)."""
+    file = golden_file(machine)
     if not file.exists():
-        pytest.fail(f"no golden data for the machine kind {MACHINE}: make {file.name} on this machine "
-                    "with GRPO_LAB_REGENERATE_GOLDEN=1 (see this module's docstring)")  # fmt: skip
+        return json.loads(GOLDEN.read_text()), False
     data = json.loads(file.read_text())
     if file == GOLDEN:
-        return data
+        return data, True
     if data["reference"] != reference_digest():
         pytest.fail(f"{file.name} was made beside other reference data than {GOLDEN.name}: regenerate it on "
-                    f"a {MACHINE} machine with GRPO_LAB_REGENERATE_GOLDEN=1")  # fmt: skip
-    return data["metrics"]
+                    f"a {machine} machine with GRPO_LAB_REGENERATE_GOLDEN=1")  # fmt: skip
+    return data["metrics"], True
+
+
+@pytest.fixture(scope="module")
+def golden() -> tuple[dict, bool]:
+    return ({}, True) if REGENERATE else golden_data(MACHINE)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -200,16 +271,75 @@ def write_golden(golden):
     yield
     if REGENERATE:
         file = golden_file(MACHINE)
-        data = golden if file == GOLDEN else {"reference": reference_digest(), "metrics": golden}
+        data = golden[0] if file == GOLDEN else {"reference": reference_digest(), "metrics": golden[0]}
         file.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
+
+
+def trained(name: str, model: str, tmp_path: Path) -> list[dict]:
+    """The golden case's rows as JSON stores them (NaN as a string)."""
+    return json.loads(json.dumps(metrics(run(name, model, tmp_path))))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_same_metrics_row_for_row(name, golden, tiny_model_path, tmp_path):
-    rows = json.loads(json.dumps(metrics(run(name, tiny_model_path, tmp_path))))
+    data, exact = golden
+    if not exact and name in PARTS_ON_LAST_BITS:
+        pytest.skip(f"{MACHINE} has no golden data of its own and {name} parts on last bits: "
+                    f"{PARTS_ON_LAST_BITS[name]}")  # fmt: skip
+    rows = trained(name, tiny_model_path, tmp_path)
     if REGENERATE:
-        golden[name] = rows
-    assert rows == golden[name]
+        data[name] = rows
+    elif exact:
+        assert rows == data[name]
+    else:
+        assert differences(name, rows, data[name]) == []
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in PARTS_ON_LAST_BITS])
+def test_within_tolerance_of_the_reference_as_a_kind_without_golden_data(name, tiny_model_path, tmp_path):
+    """The comparison a machine kind without golden data makes, made here whatever the kind: a kind
+    with a file must also meet the tolerance, and on the reference kind this is the exact data."""
+    assert (
+        differences(name, trained(name, tiny_model_path, tmp_path), golden_data("NONE-nobody")[0][name]) == []
+    )
+
+
+def test_a_kind_without_golden_data_compares_with_the_reference_to_a_tolerance():
+    """A kind that has no file gets the reference data, compared to a tolerance; a kind that has one
+    gets its own, exactly."""
+    data, exact = golden_data("SVE256-ARM")
+    assert not exact and data == json.loads(GOLDEN.read_text())
+    assert golden_data(REFERENCE_MACHINE)[1]
+    assert golden_data("AVX512-GenuineIntel") == (
+        json.loads(golden_file("AVX512-GenuineIntel").read_text())["metrics"],
+        True,
+    )
+
+
+def test_the_tolerance_catches_a_real_difference_and_lets_rounding_pass():
+    reference = json.loads(GOLDEN.read_text())["preset:grpo"]
+    rounded = [
+        {k: v * (1 + 1e-5) if isinstance(v, float) else v for k, v in row.items()} for row in reference
+    ]
+    assert differences("preset:grpo", rounded, reference) == []
+    moved = [dict(row) for row in reference]
+    moved[1]["loss"] = reference[1]["loss"] * 1.01 + 1e-3
+    assert differences("preset:grpo", moved, reference) == [
+        f"row 1 loss: {moved[1]['loss']!r} vs {reference[1]['loss']!r}"
+    ]
+    assert differences("preset:grpo", reference[:-1], reference) == [
+        f"{len(reference) - 1} rows, expected {len(reference)}"
+    ]
+
+
+def test_a_step_0_cosine_with_the_kl_gradient_is_left_out_on_another_kind():
+    reference = json.loads(GOLDEN.read_text())["faults_dtype_growth"]
+    noisy = [dict(row) for row in reference]
+    noisy[0]["grad_cos/policy:judge__kl"] = 0.5
+    assert differences("faults_dtype_growth", noisy, reference) == []
+    later = next(i for i, row in enumerate(reference) if i and "grad_cos/policy:judge__kl" in row)
+    noisy[later]["grad_cos/policy:judge__kl"] = 0.5
+    assert len(differences("faults_dtype_growth", noisy, reference)) == 1
 
 
 def test_the_store_behaviour_version_follows_the_golden_data():
