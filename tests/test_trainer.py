@@ -1,7 +1,10 @@
-"""The training loop: micro-batch invariance, determinism, logging, and that it learns."""
+"""The training loop: micro-batch invariance, determinism, logging, and that it learns; the training
+core builds its task once and imports nothing from the analysis."""
 
+import ast
 import functools
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -113,6 +116,51 @@ def test_run_directory_contents(tiny, tmp_path):
     assert len(samples) == 6 and {"prompt", "completion", "reward", "step"} <= set(samples[0])
     summary = read_summary(tmp_path / "run")
     assert summary["steps"] == 3 and summary["params"] > 0
+    assert "findings" not in summary  # the run store hands the diagnostics in (`findings`), not the core
+
+
+def test_findings_fill_the_summary(tiny, tmp_path):
+    seen = []
+
+    def findings(metrics: pd.DataFrame, config: dict) -> list[dict]:
+        seen.append((len(metrics), config["steps"]))
+        return [{"rule": "made_up"}]
+
+    train(tiny(), out=tmp_path / "run", findings=findings)
+    assert seen == [(4, 3)]  # the finished run's rows, the final validation row included, and its config
+    assert read_summary(tmp_path / "run")["findings"] == [{"rule": "made_up"}]
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every module an import statement of `source` names, anywhere in it (inside functions too),
+    relative imports resolved against `package`."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            anchor = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)]
+            found.add(".".join([*anchor, node.module or ""]) if node.level else node.module or "")
+    return found
+
+
+def test_the_training_core_imports_nothing_from_the_analysis():
+    """No module of grpo_lab/training imports grpo_lab.analysis, at the top or inside a function: the
+    trainer writes run logs, the analysis reads them, and neither needs the other."""
+    core = Path(trainer.__file__).parent
+    found = [
+        f"{path.name}: {name}"
+        for path in sorted(core.rglob("*.py"))
+        for name in imported_modules(path.read_text(), "grpo_lab.training")
+        if name == "grpo_lab.analysis" or name.startswith("grpo_lab.analysis.")
+    ]
+    assert found == []
+    assert imported_modules(
+        "from ..analysis import x\nimport grpo_lab.analysis.stats", "grpo_lab.training"
+    ) == {
+        "grpo_lab.analysis",
+        "grpo_lab.analysis.stats",
+    }
 
 
 def test_reference_not_built_without_kl(tiny, monkeypatch):

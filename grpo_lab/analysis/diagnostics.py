@@ -1,4 +1,4 @@
-"""Automatic diagnostics of a run's logs, and the cheap diversity metrics the trainer logs each step.
+"""Automatic diagnostics of a run's logs (the trainer's per-step diversity metrics are `tasks.diversity`).
 
 The rules implement the reading rules of the lab's two design documents, summarized in docs/sources.md:
 the Evaluation guide (§4 evaluation dimensions, §6 method, §7 reading the results, §9 risks) and the
@@ -8,12 +8,10 @@ check the document recommends. A rule whose columns are missing, or whose run is
 says nothing.
 """
 
-import difflib
-import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,72 +29,7 @@ from grpo_lab.runlog import (
     read_jsonl,
     read_metrics,
 )
-
-# --- per-step diversity (called by the trainer) --------------------------------------------------
-
-
-def _distinct(texts: Sequence[str], n: int) -> float:
-    """Distinct-n: unique character n-grams / all character n-grams of the texts (NaN when none)."""
-    grams = [t[i : i + n] for t in texts for i in range(len(t) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else math.nan
-
-
-def _group_distinct(groups: Sequence[Sequence[str]], n: int) -> float:
-    """Distinct-n averaged over the groups that have n-grams (NaN when none has)."""
-    values = [v for v in (_distinct(g, n) for g in groups) if not math.isnan(v)]
-    return float(np.mean(values)) if values else math.nan
-
-
-def _edit_distance(a: str, b: str) -> float:
-    """Normalized edit distance in [0, 1]: 1 - difflib's similarity ratio."""
-    return 1.0 - difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-
-
-def _pairs(group: Sequence[str], max_pairs: int) -> list[tuple[str, str]]:
-    """The pairs of a group, thinned deterministically to every k-th one when there are over max_pairs."""
-    pairs = list(itertools.combinations(group, 2))
-    return pairs[:: max(1, math.ceil(len(pairs) / max_pairs))]
-
-
-def template_share(groups: Sequence[Sequence[str]]) -> float:
-    """How far one completion has taken over different prompts: (p - 1) / (B - 1), with p the number of
-    the B prompts (groups) whose completions include the most widespread text. 0 when no two prompts
-    share a completion, 1 when one text answers every prompt; NaN with fewer than 2 prompts."""
-    if len(groups) < 2:
-        return math.nan
-    counts = Counter(text for group in groups for text in set(group))
-    return (max(counts.values()) - 1) / (len(groups) - 1)
-
-
-def diversity(completions: list[str], group_size: int, max_pairs: int = 32) -> dict[str, float]:
-    """Diversity of one step's completions (N = B groups of G, prompt-major like the rollout).
-    N-grams are over characters (the lab's completions are short strings without spaces, and the
-    embedded tokenizer is character-level). Within-group values are averaged over the groups:
-    - `diversity/distinct{1,2}_group`, `diversity/distinct{1,2}_batch`: distinct-n within groups, and
-      over the whole batch (NaN when no completion is long enough to hold an n-gram);
-    - `diversity/edit_distance_group`: mean pairwise normalized edit distance within groups (0 for G = 1),
-      over at most `max_pairs` pairs per group (all of them up to G = 8);
-    - `diversity/identical_group_frac`: share of groups whose G completions are all the same text;
-    - `diversity/template_frac`: `template_share` across prompts (one text answering many prompts).
-    Costs B x min(G(G-1)/2, max_pairs) difflib comparisons, each up to quadratic in the length: the
-    trainer measures it every `diversity_every` steps, not every step."""
-    if group_size < 1 or not completions or len(completions) % group_size:
-        raise ValueError(f"{len(completions)} completions do not split into groups of {group_size}")
-    groups = [completions[i : i + group_size] for i in range(0, len(completions), group_size)]
-    distances = [
-        float(np.mean([_edit_distance(a, b) for a, b in _pairs(g, max_pairs)])) if len(g) > 1 else 0.0
-        for g in groups
-    ]
-    return {
-        "diversity/distinct1_group": _group_distinct(groups, 1),
-        "diversity/distinct2_group": _group_distinct(groups, 2),
-        "diversity/distinct1_batch": _distinct(completions, 1),
-        "diversity/distinct2_batch": _distinct(completions, 2),
-        "diversity/edit_distance_group": float(np.mean(distances)),
-        "diversity/identical_group_frac": float(np.mean([len(set(g)) == 1 for g in groups])),
-        "diversity/template_frac": template_share(groups),
-    }
-
+from grpo_lab.tasks.diversity import template_share
 
 # --- findings and thresholds ---------------------------------------------------------------------
 
@@ -801,6 +734,13 @@ def diagnose(
     view = RunView(training_rows(metrics), list(samples or []), dict(config or {}), thresholds)
     found = [finding for rule in RULES for finding in rule(view)]
     return sorted(found, key=lambda f: (LEVELS.index(f.level), f.steps))
+
+
+def summary_findings(metrics: pd.DataFrame, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """`diagnose` on a finished run's metrics and config, as the records its summary.json keeps under
+    `findings`: the trainer's `findings` argument (the training core imports no analysis, so the
+    callers above it hand this in; the run store does for every run it trains)."""
+    return [asdict(f) for f in diagnose(metrics, config=config)]
 
 
 def diagnose_run(run_dir: str | Path, thresholds: Thresholds = Thresholds()) -> list[Finding]:

@@ -158,10 +158,12 @@ def ensure(
     config: Config, root: str | Path, callbacks_factory: CallbacksFactory | None = None
 ) -> Literal["loaded", "trained"]:
     """'loaded' when a current run of `config` is stored under `root`; otherwise train it there
-    (after discarding a half-written, torn or stale directory), seal it and return 'trained'.
+    (after discarding a half-written, torn or stale directory; its summary with the diagnostics'
+    findings), seal it and return 'trained'.
     Training errors propagate. The run is trained under a lock on its directory: two processes that
     ask for the same run at once (two notebooks on one store, say) train it once, and the second
     loads it."""
+    from grpo_lab.analysis.diagnostics import summary_findings
     from grpo_lab.training.trainer import train
 
     path = run_dir(config, root)
@@ -173,7 +175,7 @@ def ensure(
             return "loaded"
         shutil.rmtree(path, ignore_errors=True)
         callbacks = callbacks_factory(config, path) if callbacks_factory is not None else ()
-        train(config, out=path, callbacks=callbacks)
+        train(config, out=path, callbacks=callbacks, findings=summary_findings)
         seal(path, BEHAVIOUR)
     return "trained"
 

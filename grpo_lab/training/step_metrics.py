@@ -8,12 +8,12 @@ import math
 import torch
 from torch import Tensor
 
-from grpo_lab.analysis.diagnostics import diversity
 from grpo_lab.config import Config
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import BatchTotals, masked_mean
 from grpo_lab.objective.groups import Groups, padded
+from grpo_lab.tasks.diversity import diversity
 from grpo_lab.training.compose import Objective, StepTensors
 from grpo_lab.training.rollout import Batch, Growth
 

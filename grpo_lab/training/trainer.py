@@ -10,7 +10,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -19,7 +19,6 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from grpo_lab.analysis.diagnostics import diagnose
 from grpo_lab.config import Config, field_names
 from grpo_lab.models.embedded import start_sha256
 from grpo_lab.models.evaluation import evaluate, pass_at_k, pass_ks, sampled_correct, sampling_seed
@@ -53,6 +52,11 @@ class Callback(Protocol):
 
     def on_end(self, summary: dict) -> None: ...
 
+
+Findings = Callable[[pd.DataFrame, dict[str, Any]], list[dict[str, Any]]]
+"""reads a finished run's metrics and config and returns the records of its summary's `findings`
+(`analysis.diagnostics.summary_findings`): the training core imports no analysis, so the callers
+above it hand the diagnostics in (the run store does); without it the summary has no `findings`"""
 
 EXACT_KL_MAX_VOCAB = 4096
 """the exact per-token KL sums over the vocabulary: logged only for vocabularies up to this size"""
@@ -171,6 +175,7 @@ class Trainer:
     `checkpoint_every` steps); `resume` continues an interrupted run from its last checkpoint, live
     changes included, and gives the same metrics, step for step, as an uninterrupted run. Each
     callback's `on_step(step, row)` sees every logged row as it is written (live tracking).
+    `findings`, when given, reads the finished run and fills the summary's `findings`.
 
     `config` is the current config (the starting one with every live change applied), `kl_coef` the
     KL coefficient of the next step (the KL controller's), `events` every live change as {"step",
@@ -182,6 +187,7 @@ class Trainer:
         out: str | Path | None = None,
         callbacks: Sequence[Callback] = (),
         resume: bool = False,
+        findings: Findings | None = None,
     ) -> None:
         c = config
         saved = checkpoint.to_resume(out, c.to_dict()) if resume else None
@@ -191,6 +197,7 @@ class Trainer:
         self.config = c
         self.out = Path(out) if out is not None else None
         self.callbacks = list(callbacks)
+        self.findings = findings
         self.device = device = pick_device(c.device)
         self.task = task = make_task(c.task, c.task_digits or None, c.rewards, c.model)
         self.objective = Objective(c)
@@ -682,7 +689,7 @@ class Trainer:
         self.bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
 
     def _finish(self) -> None:
-        """The final validation row, the summary with its diagnostics, and the end of the run log."""
+        """The final validation row, the summary (with `findings` when given), and the end of the run log."""
         c = self.config
         self.bar.close()
         with autocast(self.device):
@@ -690,7 +697,8 @@ class Trainer:
         self.rows.append(final)
         metrics = self.metrics
         summary = summarize(metrics, self.model)
-        summary["findings"] = [dataclasses.asdict(f) for f in diagnose(metrics, config=c.to_dict())]
+        if self.findings is not None:
+            summary["findings"] = self.findings(metrics, c.to_dict())
         for callback in self.callbacks:
             callback.on_step(c.steps, final)
             callback.on_end(summary)
@@ -708,15 +716,20 @@ def examples(batch: Batch, rewards: Tensor) -> list[dict]:
 
 
 def train(
-    config: Config, out: str | Path | None = None, callbacks: Sequence[Callback] = (), resume: bool = False
+    config: Config,
+    out: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
+    resume: bool = False,
+    findings: Findings | None = None,
 ) -> pd.DataFrame:
     """Train with GRPO (or any variant the config composes); return the metrics, one row per step.
     With `out`, the run is also written there (config.json, metrics.jsonl, samples.jsonl, summary.json,
     and checkpoint.pt every `checkpoint_every` steps). `resume` continues an interrupted run from its
     last checkpoint and gives the same metrics, step for step, as an uninterrupted run.
-    Each callback's `on_step(step, row)` sees every logged row as it is written (live tracking).
+    Each callback's `on_step(step, row)` sees every logged row as it is written (live tracking);
+    `findings` fills the summary's `findings` (`analysis.diagnostics.summary_findings`).
     `Trainer` is the same run one step at a time, with live changes between steps."""
-    return Trainer(config, out, callbacks, resume).run()
+    return Trainer(config, out, callbacks, resume, findings).run()
 
 
 def summarize(metrics: pd.DataFrame, model: torch.nn.Module) -> dict:

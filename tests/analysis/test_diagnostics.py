@@ -1,5 +1,5 @@
 """Diagnostics: each rule fires on a series built to trigger it and stays silent on a healthy run;
-diversity metrics; the report; and a real tiny run diagnosed from its directory."""
+the report; and a real tiny run diagnosed from its directory and in its summary."""
 
 import math
 
@@ -15,11 +15,10 @@ from grpo_lab.analysis.diagnostics import (
     accuracy_change_sd,
     diagnose,
     diagnose_run,
-    diversity,
     format_findings,
-    template_share,
+    summary_findings,
 )
-from grpo_lab.runlog import RunWriter
+from grpo_lab.runlog import RunWriter, read_summary
 
 STEPS = 100
 COS = "grad_cos/policy:correct__policy:format"
@@ -288,34 +287,6 @@ def test_format_findings():
     assert format_findings([]).startswith("no findings")
 
 
-# --- diversity ---------------------------------------------------------------------------------------
-
-
-def test_diversity_metrics():
-    d = diversity(["1358", "1358", "1358", "1358", "0247", "2047", "7420", "0427"], group_size=4)
-    assert d["diversity/identical_group_frac"] == 0.5
-    assert d["diversity/distinct2_group"] == pytest.approx((3 / 12 + 8 / 12) / 2)
-    assert 0 < d["diversity/edit_distance_group"] < 1 and d["diversity/template_frac"] == 0.0
-    assert {k.split("/")[0] for k in d} == {"diversity"}
-    same = diversity(["42"] * 8, group_size=2)
-    assert same["diversity/identical_group_frac"] == 1.0 and same["diversity/template_frac"] == 1.0
-    assert same["diversity/edit_distance_group"] == 0.0
-    assert math.isnan(diversity(["", "a"], group_size=2)["diversity/distinct2_batch"])
-    with pytest.raises(ValueError):
-        diversity(["a", "b", "c"], group_size=2)
-
-
-def test_edit_distance_pairs_are_thinned_past_max_pairs():
-    group = ["a", "a", "b", "b"]  # 6 pairs, 4 of them differ
-    assert diversity(group, 4)["diversity/edit_distance_group"] == pytest.approx(4 / 6)
-    assert diversity(group, 4, max_pairs=1)["diversity/edit_distance_group"] == 0.0  # only ("a", "a")
-
-
-def test_template_share():
-    assert template_share([["a", "b"], ["a", "c"], ["d", "e"]]) == 0.5
-    assert math.isnan(template_share([["a"]]))
-
-
 # --- run directories ---------------------------------------------------------------------------------
 
 
@@ -335,11 +306,17 @@ def test_diagnose_run_reads_null_as_nonfinite(tmp_path):
 
 def test_diagnose_a_tiny_real_run(tiny_config, tmp_path):
     config = tiny_config(steps=6)
-    train(config, out=tmp_path / "run")
+    metrics = train(config, out=tmp_path / "run", findings=summary_findings)
     found = diagnose_run(tmp_path / "run")
     assert isinstance(found, list) and all(isinstance(f, Finding) for f in found)
     assert not [f for f in found if f.level == "error"], format_findings(found)
     assert isinstance(format_findings(found), str)
+    # the summary keeps the findings of the run as the trainer ended it (the run store hands them in)
+    summary = read_summary(tmp_path / "run")
+    assert summary is not None
+    rules_kept = [f["rule"] for f in summary["findings"]]
+    assert rules_kept == [f["rule"] for f in summary_findings(metrics, config.to_dict())]
+    assert rules_kept == [f.rule for f in found]
 
 
 def test_validation_stall_fires_when_validation_does_not_improve():
