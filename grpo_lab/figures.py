@@ -1,15 +1,19 @@
 """`grpo-lab figures`: execute every notebook headlessly with papermill; their cells write figures/.
 Before any notebook runs, the plan of the profile (`grpo_lab.plan`: runs per notebook, how many are
 stored, the core-hours of the rest) is printed; while the notebooks run, a line per finished run with
-the estimated time left, read from the run store. Then the index of the figures (figures/README.md
-under the full profile) is built from what the executions produced: each executed notebook's
-papermill record (parameters, start and end times), the profile it resolved (the `Profile(...)` it
-displayed), the commit it ran on, and the PNGs in figures/ written while it ran.
+the estimated time left, read from the run store. Each notebook runs with its name, the profile and
+the commit in its kernel's environment (`recording`), so every figure it saves records them in its
+data (`plots.provenance`). Then the index of the figures (figures/README.md under the full profile)
+is built from those records and nothing else: each figure under the notebook its record names, with
+the studies that notebook reads (`grpo_lab.studies.NOTEBOOKS`) and its executed copy's papermill
+record (parameters, start and end times), the profile it resolved (the `Profile(...)` it displayed)
+and the commit it ran on.
 
 The full profile's executed notebooks are kept beside its figures (figures/notebooks/, committed);
 `check` re-executes them against the committed runs (`results/`) under `pytest --nbval`, training
-nothing, and compares the data of every figure they write with the committed figure's, so a printed
-table or a figure that no longer follows from the logs fails."""
+nothing, and compares the data of every figure they write with the committed figure's (its
+provenance aside), so a printed table or a figure that no longer follows from the logs fails; every
+committed figure must record the notebook that wrote it."""
 
 import ast
 import contextlib
@@ -26,17 +30,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo_lab.analysis.plots import FIGURES_DIR, project_root
+from grpo_lab.analysis.plots import (
+    COMMIT_ENV,
+    FIGURES_DIR,
+    NOTEBOOK_ENV,
+    PROFILE_ENV,
+    PROVENANCE,
+    UNKNOWN,
+    git_commit,
+    project_root,
+)
 from grpo_lab.experiments.store import NO_TRAIN
 from grpo_lab.plan import Progress, notebooks, plan
+from grpo_lab.studies import NOTEBOOKS
 
 INDEX = "README.md"
 """the index of figures/ written by the full profile (other profiles write theirs into executed/)"""
 PROFILE_REPR = re.compile(
     r"Profile\(name='[^']*', seeds=\([^)]*\), steps=\d+, eval_every=\d+, val_size=\d+, eval_start=\d+\)"
 )
-CLOCK_SLACK_S = 1.0
-"""tolerance between the file system's and papermill's clocks when matching a figure to a notebook"""
 PROGRESS_EVERY_S = 10.0
 """how often the run store is read for finished runs while the notebooks execute"""
 SANITIZE = Path(__file__).with_name("nbval_sanitize.cfg")
@@ -57,7 +69,8 @@ def regenerate(
 ) -> list[str]:
     """Print the plan of `profile` (`grpo_lab.plan`), then run the notebooks with it, printing a line
     per finished run with the time left (`watch`); executed copies go to notebooks/executed/,
-    stamped with the commit they ran on; then write the index of figures (`write_index`). Returns
+    stamped with the commit they ran on, each figure they save recording the notebook, the profile
+    and the commit (`recording`); then write the index of figures (`write_index`). Returns
     the failures. With `train=False` nothing may be trained: a plan with runs to train (missing,
     stale or torn in the store) is an error that names them, before any notebook runs."""
     root = root or project_root()
@@ -73,7 +86,7 @@ def regenerate(
     chosen = notebooks(only, root)
     with watch(Progress(planned)):
         failures = _execute(profile, chosen, executed_dir(root, profile), root)
-    print(f"index of figures: {write_index(root, profile, {path.stem for path in chosen})}")
+    print(f"index of figures: {write_index(root, profile)}")
     return failures
 
 
@@ -109,7 +122,8 @@ def executed_dir(root: Path, profile: str) -> Path:
 
 def _execute(profile: str, paths: list[Path], executed: Path, root: Path) -> list[str]:
     """Execute each notebook of `paths` with `profile` into `executed`, each stamped with the
-    commit; returns the names of those that failed (every notebook runs)."""
+    commit and recording it, with its name and `profile`, in the figures it saves (`recording`);
+    returns the names of those that failed (every notebook runs)."""
     import papermill
 
     executed.mkdir(parents=True, exist_ok=True)
@@ -118,13 +132,14 @@ def _execute(profile: str, paths: list[Path], executed: Path, root: Path) -> lis
     for nb in paths:
         start = time.perf_counter()
         try:
-            papermill.execute_notebook(
-                str(nb),
-                str(executed / nb.name),
-                parameters={"profile": profile},
-                cwd=str(root),
-                progress_bar=False,
-            )
+            with recording(nb.stem, profile, commit):
+                papermill.execute_notebook(
+                    str(nb),
+                    str(executed / nb.name),
+                    parameters={"profile": profile},
+                    cwd=str(root),
+                    progress_bar=False,
+                )
             print(f"{nb.name}: ok in {time.perf_counter() - start:.0f} s")
         except Exception as err:  # report every notebook, then fail
             failures.append(nb.name)
@@ -134,21 +149,23 @@ def _execute(profile: str, paths: list[Path], executed: Path, root: Path) -> lis
     return failures
 
 
-def git_commit(root: Path) -> str:
-    """The checked-out commit, with '+dirty' when tracked files have uncommitted changes; 'unknown'
-    outside a git checkout."""
+@contextlib.contextmanager
+def recording(notebook: str, profile: str, commit: str) -> Iterator[None]:
+    """Within the block, this process's environment names the notebook being executed, its profile
+    and the commit (`plots.NOTEBOOK_ENV`, `PROFILE_ENV`, `COMMIT_ENV`): the kernel papermill starts
+    inherits it, so each figure the notebook saves records them (`plots.provenance`). The variables
+    are restored after the block."""
+    values = {NOTEBOOK_ENV: notebook, PROFILE_ENV: profile, COMMIT_ENV: commit}
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
-        )
-    except OSError:
-        return "unknown"
-    if head.returncode:
-        return "unknown"
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def stamp(path: Path, commit: str) -> None:
@@ -187,7 +204,7 @@ def execution_record(path: Path) -> dict[str, Any]:
         "end": _utc(meta["end_time"]),
         "parameters": parameters,
         "profiles": shown,
-        "commit": nb["metadata"].get("grpo_lab", {}).get("commit", "unknown"),
+        "commit": nb["metadata"].get("grpo_lab", {}).get("commit", UNKNOWN),
         "failed": bool(meta.get("exception")),
     }
 
@@ -215,93 +232,120 @@ def _utc(stamp: str) -> datetime.datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
 
-def figures_of(record: dict[str, Any], figures: list[Path]) -> list[Path]:
-    """The PNGs whose modification time falls within the notebook's execution."""
-    start, end = record["start"].timestamp() - CLOCK_SLACK_S, record["end"].timestamp() + CLOCK_SLACK_S
-    return [f for f in figures if start <= f.stat().st_mtime <= end]
+UNRECORDED = "Figures without a notebook on record"
+"""the index's last section: figures whose data records no notebook of `NOTEBOOKS` (or nothing)"""
 
 
-ORPHANS = "Figures no recorded execution wrote"
-"""the index's last section: figures that no execution, recorded here or kept, wrote"""
+def recorded(figure: Path) -> dict[str, Any] | None:
+    """The provenance a figure's data records (`plots.provenance`: notebook, profile, commit,
+    written); None when no data was written beside it or the data records none."""
+    data = figure.with_suffix(".json")
+    if not data.exists():
+        return None
+    record = json.loads(data.read_text()).get(PROVENANCE)
+    return record if isinstance(record, dict) else None
 
 
-def write_index(root: Path, profile: str, executed_now: set[str] | None = None) -> Path:
-    """Write the index of figures for `profile` (see `index_path`): a section per executed notebook
-    with its parameters, resolved profile, commit and dates, the figures it wrote and the markdown
-    tables written beside them (`<figure>.md`, e.g. the verdict table); then the figures no recorded
-    execution wrote. Built from the executed notebooks (`executed_dir`) and figures/ as they are: a
-    figure belongs to the execution during which it was last modified. The section of a notebook
-    outside `executed_now` (None: every notebook) that the index already has is kept as it was, with
-    the figures it lists, as is that of a notebook with no executed copy here: regenerating one
-    notebook (`grpo-lab figures --only`) never drops another's record, also in a fresh clone, where
-    every file's modification time is the checkout's."""
-    executed = sorted(executed_dir(root, profile).glob("[0-9][0-9]_*.ipynb"))
-    figures = sorted((root / "figures").glob("*.png"))
+def write_index(root: Path, profile: str) -> Path:
+    """Write the index of figures for `profile` (see `index_path`) from what is recorded, nothing
+    guessed: a section per notebook of `NOTEBOOKS` (in its order) that has an executed copy
+    (`executed_dir`) or a figure recording it, with the studies it reads, its execution's parameters,
+    resolved profile, commit and dates, then the figures whose data record that notebook and
+    `profile` (`recorded`), each with when and on which commit it was written, and the markdown tables
+    written beside them (`<figure>.md`, e.g. the verdict table); last, the figures whose record names
+    no notebook of `NOTEBOOKS` or no profile, or is missing, each with why. A figure recorded under
+    another profile belongs to that profile's index and is left out."""
     path = index_path(root, profile)
-    indexed = _kept_sections(path, set())
-    now = {p.stem for p in executed} if executed_now is None else executed_now
-    records = [execution_record(p) for p in executed if p.stem in now or p.stem not in indexed]
-    recorded = {r["notebook"] for r in records}
-    link = {f: os.path.relpath(f, path.parent) for f in figures}
+    where = executed_dir(root, profile).relative_to(root)
+    executed = {p.stem: execution_record(p) for p in sorted((root / where).glob("[0-9][0-9]_*.ipynb"))}
+    placed: dict[str, list[Path]] = {}
+    unplaced: list[tuple[Path, str]] = []
+    for figure in sorted((root / "figures").glob("*.png")):
+        record = recorded(figure)
+        if record is None:
+            unplaced.append((figure, "no provenance recorded in its data"))
+        elif record.get("profile", UNKNOWN) not in (profile, UNKNOWN):
+            continue
+        elif UNKNOWN in (record.get("profile", UNKNOWN), record.get("notebook", UNKNOWN)):
+            unplaced.append((figure, f"its record names no notebook or no profile ({_described(record)})"))
+        elif record["notebook"] not in NOTEBOOKS:
+            unplaced.append((figure, f"its record names {record['notebook']}, not a notebook of the table"))
+        else:
+            placed.setdefault(record["notebook"], []).append(figure)
+    link = {f: os.path.relpath(f, path.parent) for f in (root / "figures").glob("*.png")}
     lines = [
         "# Figures",
         "",
-        f"Index written by `grpo-lab figures --profile {profile}` from the executed notebooks "
-        f"(`{executed_dir(root, profile).relative_to(root)}/`): each figure is listed under the notebook "
-        "whose execution wrote it, with that execution's parameters, profile, commit and dates (UTC). "
+        f"Index written by `grpo-lab figures --profile {profile}` from the records: each figure is listed "
+        "under the notebook its data records as having written it (`provenance` in the figure's `.json`), "
+        "with the studies that notebook reads (`grpo_lab.studies.NOTEBOOKS`) and its executed copy's "
+        f"(`{where}/`) parameters, profile, commit and dates (UTC). "
         "Do not edit by hand.",
     ]
-    sections = {name: _with_shows(lines, root) for name, lines in indexed.items() if name not in recorded}
-    claimed = {
-        f for f in figures if any(f"[{f.name}]" in line for kept in sections.values() for line in kept)
-    }
-    for record in records:
-        mine = figures_of(record, figures)
-        claimed.update(mine)
-        sections[record["notebook"]] = _section(record, mine, link)
-    for name in sorted(sections):
-        lines += ["", *sections[name]]
-    orphans = [
-        f for f in figures if f not in claimed and (profile != "full" or not f.stem.endswith("_smoke"))
-    ]
-    if orphans:
-        lines += ["", f"## {ORPHANS}", ""]
-        lines += [f"- [{f.name}]({link[f]})" for f in orphans]
+    for notebook in NOTEBOOKS:
+        if notebook in executed or notebook in placed:
+            mine = placed.get(notebook, [])
+            lines += ["", *_section(notebook, executed.get(notebook), mine, link, f"{where}/")]
+    if unplaced:
+        lines += ["", f"## {UNRECORDED}", ""]
+        lines += [f"- [{f.name}]({link[f]}): {why}" for f, why in unplaced]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _section(record: dict[str, Any], mine: list[Path], link: dict[Path, str]) -> list[str]:
-    """The index's section of one recorded execution and the figures it wrote."""
-    duration = (record["end"] - record["start"]).total_seconds()
-    params = ", ".join(f"`{k}={v!r}`" for k, v in record["parameters"].items())
+def _described(record: dict[str, Any]) -> str:
+    """A provenance record's fields in words, e.g. 'notebook unknown, profile unknown, commit 0ab1'."""
+    return ", ".join(f"{key} {record.get(key, UNKNOWN)}" for key in ("notebook", "profile", "commit"))
+
+
+FIGURES_HEADER = "| figure | written (UTC) | commit | shows |"
+"""the header of a section's table of figures"""
+
+
+def _section(
+    notebook: str, record: dict[str, Any] | None, mine: list[Path], link: dict[Path, str], where: str
+) -> list[str]:
+    """The index's section of one notebook: the studies it reads, its executed copy's record (when
+    `where` has one) and the figures that record it."""
+    studies = ", ".join(f"`{study}`" for study in NOTEBOOKS[notebook]) or "none (it reads no stored runs)"
     lines = [
-        f"## {record['notebook']}" + (" (FAILED)" if record["failed"] else ""),
+        f"## {notebook}" + (" (FAILED)" if record and record["failed"] else ""),
         "",
-        f"- executed: {record['start']:%Y-%m-%d %H:%M:%S} to {record['end']:%H:%M:%S} UTC ({duration:.0f} s)",
-        f"- commit: `{record['commit']}`",
-        f"- parameters: {params or 'none'}",
-        "- resolved profile: " + "; ".join(f"`{p}`" for p in record["profiles"])
-        if record["profiles"]
-        else "- resolved profile: not displayed",
-        "",
+        f"- studies (its own first): {studies}",
     ]
+    if record is None:
+        lines.append(f"- executed: no executed copy in `{where}`")
+    else:
+        duration = (record["end"] - record["start"]).total_seconds()
+        params = ", ".join(f"`{k}={v!r}`" for k, v in record["parameters"].items())
+        lines += [
+            f"- executed: {record['start']:%Y-%m-%d %H:%M:%S} to {record['end']:%H:%M:%S} UTC "
+            f"({duration:.0f} s)",
+            f"- commit: `{record['commit']}`",
+            f"- parameters: {params or 'none'}",
+            "- resolved profile: " + "; ".join(f"`{p}`" for p in record["profiles"])
+            if record["profiles"]
+            else "- resolved profile: not displayed",
+        ]
+    lines.append("")
     if not mine:
-        return [*lines, "No figure was written by this execution."]
-    lines += [FIGURES_HEADER, "|---|---|---|"]
+        return [*lines, "No figure records this notebook."]
+    lines += [FIGURES_HEADER, "|---|---|---|---|"]
     for f in mine:
-        written = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
-        lines.append(f"| [{f.name}]({link[f]}) | {written:%Y-%m-%d %H:%M:%S} | {shows(f)} |")
+        made = recorded(f) or {}
+        commit = made.get("commit", UNKNOWN)
+        lines.append(f"| [{f.name}]({link[f]}) | {_written(made)} | `{commit}` | {shows(f)} |")
     for table in (f.with_suffix(".md") for f in mine if f.with_suffix(".md").exists()):
         lines += ["", f"Table written with {table.stem}.png:", "", table.read_text().rstrip()]
     return lines
 
 
-FIGURES_HEADER = "| figure | written (UTC) | shows |"
-"""the header of a section's table of figures"""
-FIGURE_ROW = re.compile(r"^\| \[(?P<name>[^\]]+\.png)\]\((?P<link>[^)]+)\) \| (?P<written>[^|]+?) \|")
-"""a row of that table, as any version of the index wrote it (the written time, maybe no 'shows')"""
+def _written(record: dict[str, Any]) -> str:
+    """When a figure was written, as its record says (UTC), or `UNKNOWN`."""
+    if "written" not in record:
+        return UNKNOWN
+    return f"{_utc(record['written']).astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
 
 
 def shows(figure: Path) -> str:
@@ -315,39 +359,6 @@ def shows(figure: Path) -> str:
     return " ".join(title.split()).replace("|", "/") or "untitled"
 
 
-def _with_shows(lines: list[str], root: Path) -> list[str]:
-    """A kept section's lines with its table of figures in today's columns, each figure's `shows`
-    read from its data as it is now."""
-    out = []
-    for line in lines:
-        row = FIGURE_ROW.match(line)
-        if line.startswith("| figure | written (UTC) |"):
-            out.append(FIGURES_HEADER)
-        elif line.startswith("|---|---|") and out and out[-1] == FIGURES_HEADER:
-            out.append("|---|---|---|")
-        elif row:
-            figure = root / "figures" / row["name"]
-            out.append(f"| [{row['name']}]({row['link']}) | {row['written']} | {shows(figure)} |")
-        else:
-            out.append(line)
-    return out
-
-
-def _kept_sections(path: Path, recorded: set[str]) -> dict[str, list[str]]:
-    """The sections of the index at `path` (if any) for notebooks not in `recorded`, as written."""
-    if not path.exists():
-        return {}
-    kept: dict[str, list[str]] = {}
-    name: str | None = None
-    for line in path.read_text().splitlines():
-        if line.startswith("## "):
-            title = line[3:].removesuffix(" (FAILED)")
-            name = title if title not in recorded and title != ORPHANS else None
-        if name is not None:
-            kept.setdefault(name, []).append(line)
-    return {k: "\n".join(v).rstrip().split("\n") for k, v in kept.items()}
-
-
 def check(root: Path | None = None, workers: int = 2) -> list[str]:
     """Check the committed full-profile figures against the committed runs; returns the problems
     (none: every check passed). For the notebooks executed under the full profile (`executed_dir`),
@@ -355,8 +366,10 @@ def check(root: Path | None = None, workers: int = 2) -> list[str]:
     the plan must have nothing to train for them; `pytest --nbval` re-executes each against the store
     with training forbidden (`NO_TRAIN`), comparing every output with the committed one after
     `SANITIZE`; the figures it writes go to a scratch directory, and each must show the same data
-    (`figures_differ`) as the committed figure of that name (PNG and JSON), and every committed figure
-    of a checked notebook (`NN_*`) must have been written again."""
+    (`figures_differ` of their `drawn` data: the provenance is not what is checked) as the committed
+    figure of that name (PNG and JSON), and every committed figure of a checked notebook (`NN_*`)
+    must have been written again. Every committed figure, the unchecked notebooks' too, must record
+    its provenance (`provenance_problems`)."""
     root = root or project_root()
     found = sorted(executed_dir(root, "full").glob("[0-9][0-9]_*.ipynb"))
     executed = [p for p in found if p.stem not in UNCHECKED]
@@ -374,6 +387,7 @@ def check(root: Path | None = None, workers: int = 2) -> list[str]:
         for nb in executed
         if code_cells(nb) != code_cells(root / "notebooks" / nb.name)
     ]
+    problems += provenance_problems(root)
     print(f"checking {', '.join(p.stem for p in executed)} against {planned.store}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         env = {**os.environ, NO_TRAIN: "1", FIGURES_DIR: scratch}
@@ -402,10 +416,41 @@ def check(root: Path | None = None, workers: int = 2) -> list[str]:
                     f"{name}: written from the runs, but not committed in figures/ (PNG and JSON)"
                 )
                 continue
-            difference = figures_differ(json.loads(data.read_text()), json.loads(path.read_text()))
+            difference = figures_differ(
+                drawn(json.loads(data.read_text())), drawn(json.loads(path.read_text()))
+            )
             if difference:
                 problems.append(f"{name}: differs from the committed figure at {difference}")
     return problems
+
+
+def provenance_problems(root: Path) -> list[str]:
+    """What is wrong with the provenance of the committed figures (the full profile's data,
+    figures/*.json but `*_smoke`): each must record the notebook that wrote it, one of notebooks/,
+    and the full profile (`plots.provenance`)."""
+    problems = []
+    for data in sorted((root / "figures").glob("*.json")):
+        if data.stem.endswith("_smoke"):
+            continue
+        record = recorded(data)
+        if record is None:
+            problems.append(f"{data.stem}: its data records no provenance: regenerate it")
+            continue
+        notebook, profile = record.get("notebook", UNKNOWN), record.get("profile", UNKNOWN)
+        if not (root / "notebooks" / f"{notebook}.ipynb").exists():
+            problems.append(
+                f"{data.stem}: its provenance names the notebook {notebook}, not one of notebooks/"
+            )
+        elif profile != "full":
+            problems.append(
+                f"{data.stem}: written by {notebook} under the profile {profile}, not the full one"
+            )
+    return problems
+
+
+def drawn(data: dict[str, Any]) -> dict[str, Any]:
+    """A figure's data without its provenance: what it draws, which `check` compares."""
+    return {key: value for key, value in data.items() if key != PROVENANCE}
 
 
 def code_cells(path: Path) -> list[str]:

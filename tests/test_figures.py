@@ -1,5 +1,6 @@
-"""The index of figures: built from executed notebooks (papermill's record) and the PNGs they wrote,
-on a fake project; and `regenerate` end to end on a tiny real notebook."""
+"""The index of figures: built from executed notebooks (papermill's record) and the provenance each
+figure's data records, on a fake project, never from file times; the provenance `check` asks of the
+committed figures; and `regenerate` end to end on a tiny real notebook."""
 
 import datetime
 import json
@@ -11,6 +12,8 @@ import nbformat
 import pytest
 
 from grpo_lab import figures
+from grpo_lab.analysis import plots
+from grpo_lab.analysis.plots import PROVENANCE
 
 T0 = datetime.datetime(2026, 1, 2, 10, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -47,11 +50,36 @@ def executed_notebook(
     nbformat.write(nb, path)
 
 
-def figure(root: Path, name: str, written: datetime.datetime) -> Path:
+TABLE = {"05_line": (), "06_sensitivity": ("sensitivity",), "07_kl": ("kl", "schemes"), "10_playground": ()}
+"""the notebook table the fake projects' index reads (for `grpo_lab.studies.NOTEBOOKS`)"""
+
+
+@pytest.fixture(autouse=True)
+def notebook_table(monkeypatch):
+    monkeypatch.setattr(figures, "NOTEBOOKS", TABLE)
+
+
+def figure(
+    root: Path,
+    name: str,
+    written: datetime.datetime | None,
+    notebook: str = "",
+    commit: str = "abc123",
+    **drawn,
+) -> Path:
+    """A PNG and its data as `plots.save` writes them, recording `notebook` under the full profile
+    (no data at all when `written` is None); the file times are set to a day before T0, every file
+    alike, so nothing can be read from them."""
     path = root / "figures" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\x89PNG fake")
-    os.utime(path, (written.timestamp(), written.timestamp()))
+    if written is not None:
+        record = {"notebook": notebook, "profile": "full", "commit": commit, "written": written.isoformat()}
+        data = {"title": "", "axes": [], **drawn, PROVENANCE: record}
+        path.with_suffix(".json").write_text(json.dumps(data))
+    for made in (path, path.with_suffix(".json")):
+        if made.exists():
+            os.utime(made, ((T0 - datetime.timedelta(days=1)).timestamp(),) * 2)
     return path
 
 
@@ -67,114 +95,126 @@ def fake_project(root: Path, profile: str = "full") -> None:
         "abc123+dirty",
         shown=two,
     )
-    figure(root, "06_sensitivity.png", T0 + datetime.timedelta(seconds=100))
-    figure(root, "07_kl_tokens.png", T0 + datetime.timedelta(minutes=5, seconds=30))
-    figure(root, "07_kl_gradients.png", T0 + datetime.timedelta(minutes=5, seconds=59))
-    figure(root, "99_old.png", T0 - datetime.timedelta(days=3))
-    figure(root, "06_sensitivity_smoke.png", T0 - datetime.timedelta(days=3))
+    figure(root, "06_sensitivity.png", T0 + datetime.timedelta(seconds=100), "06_sensitivity")
+    figure(root, "07_kl_tokens.png", T0 + datetime.timedelta(minutes=5, seconds=30), "07_kl", "abc123+dirty")
+    figure(
+        root, "07_kl_gradients.png", T0 + datetime.timedelta(minutes=5, seconds=59), "07_kl", "abc123+dirty"
+    )
+    figure(root, "99_old.png", None)
 
 
-def test_index_lists_each_figure_under_the_execution_that_wrote_it(tmp_path):
+def sections_of(text: str) -> dict[str, str]:
+    return {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
+
+
+def test_index_lists_each_figure_under_the_notebook_its_record_names(tmp_path):
     fake_project(tmp_path)
     path = figures.write_index(tmp_path, "full")
     assert path == tmp_path / "figures" / "README.md"
-    text = path.read_text()
-    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
-    assert set(sections) == {"06_sensitivity", "07_kl", "Figures no recorded execution wrote"}
+    sections = sections_of(path.read_text())
+    assert list(sections) == ["06_sensitivity", "07_kl", figures.UNRECORDED]
     assert "[06_sensitivity.png](06_sensitivity.png)" in sections["06_sensitivity"]
     assert "07_kl" not in sections["06_sensitivity"]
     assert "[07_kl_tokens.png]" in sections["07_kl"] and "[07_kl_gradients.png]" in sections["07_kl"]
+    assert "- studies (its own first): `sensitivity`" in sections["06_sensitivity"]
+    assert "- studies (its own first): `kl`, `schemes`" in sections["07_kl"]
     assert "`profile='full'`" in sections["06_sensitivity"]
     assert "`seeds=None`" in sections["06_sensitivity"] and "`seeds=[0, 1]`" in sections["07_kl"]
     assert "`failure_margin=0.1`" in sections["06_sensitivity"]  # the parameters cell's own value
     assert "steps=75, eval_every=75" in sections["06_sensitivity"]
     assert "steps=75, eval_every=75" in sections["07_kl"] and "steps=6, eval_every=75" in sections["07_kl"]
-    assert "`abc123`" in sections["06_sensitivity"] and "`abc123+dirty`" in sections["07_kl"]
+    assert "- commit: `abc123`" in sections["06_sensitivity"] and "`abc123+dirty`" in sections["07_kl"]
     assert "2026-01-02 10:00:00 to 10:02:00 UTC (120 s)" in sections["06_sensitivity"]
-    orphans = sections["Figures no recorded execution wrote"]
-    assert "99_old.png" in orphans and "_smoke" not in orphans  # smoke figures are not the full index's
-
-
-def test_a_notebook_without_an_execution_here_keeps_its_section(tmp_path):
-    """`grpo-lab figures --only 07_kl` on a machine without 06's execution: 06's section and the
-    figures it lists stay as the index had them; 07's section is written anew."""
-    fake_project(tmp_path)
-    figures.write_index(tmp_path, "full")
-    (tmp_path / "figures" / "notebooks" / "06_sensitivity.ipynb").unlink()
-    executed_notebook(
-        tmp_path / "figures" / "notebooks" / "07_kl.ipynb",
-        T0 + datetime.timedelta(hours=1),
-        60,
-        {"profile": "full"},
-        "def456",
-    )
-    figure(tmp_path, "07_kl_tokens.png", T0 + datetime.timedelta(hours=1, seconds=30))
-    text = figures.write_index(tmp_path, "full").read_text()
-    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
-    assert list(sections) == ["06_sensitivity", "07_kl", "Figures no recorded execution wrote"]
-    assert "`abc123`" in sections["06_sensitivity"] and "[06_sensitivity.png]" in sections["06_sensitivity"]
-    assert "`def456`" in sections["07_kl"] and "[07_kl_tokens.png]" in sections["07_kl"]
-    orphans = sections["Figures no recorded execution wrote"]
-    assert "06_sensitivity.png" not in orphans and "07_kl_gradients.png" in orphans  # 07 no longer wrote it
-
-
-def test_a_fresh_clone_keeps_the_sections_of_the_notebooks_not_executed_now(tmp_path):
-    """In a fresh clone every figure's modification time is the checkout's, inside no recorded
-    execution: `--only 07_kl` rewrites 07's section and keeps 06's as the index had it."""
-    fake_project(tmp_path)
-    before = figures.write_index(tmp_path, "full").read_text()
-    checkout = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=5)
-    for png in (tmp_path / "figures").glob("*.png"):
-        os.utime(png, (checkout.timestamp(), checkout.timestamp()))
-    executed_notebook(
-        tmp_path / "figures" / "notebooks" / "07_kl.ipynb",
-        datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=1),
-        60,
-        {"profile": "full"},
-        "def456",
-    )
-    figure(tmp_path, "07_kl_tokens.png", datetime.datetime.now(datetime.timezone.utc))
-    text = figures.write_index(tmp_path, "full", {"07_kl"}).read_text()
-    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
-    assert sections["06_sensitivity"].rstrip() == before.split("\n## ")[1].rstrip()
-    assert "`def456`" in sections["07_kl"] and "[07_kl_tokens.png]" in sections["07_kl"]
-    everything = figures.write_index(tmp_path, "full").read_text()  # every section from the file times
-    assert "No figure was written by this execution." in everything.split("\n## ")[1]
-
-
-def test_each_figure_is_listed_with_what_it_shows_kept_sections_too(tmp_path):
-    """The 'shows' column is the title the figure's data records; a section kept from an index
-    written before the column existed gets it too."""
-    fake_project(tmp_path)
-    drawn = {"title": "KL estimators |\n on the batches", "axes": [{"title": "k3"}]}
-    (tmp_path / "figures" / "07_kl_tokens.json").write_text(json.dumps(drawn))
-    (tmp_path / "figures" / "06_sensitivity.json").write_text(
-        json.dumps({"title": "", "axes": [{"title": "lr"}]})
-    )
-    text = figures.write_index(tmp_path, "full").read_text()
-    assert "| figure | written (UTC) | shows |" in text
     assert (
-        "| [07_kl_tokens.png](07_kl_tokens.png) | 2026-01-02 10:05:30 | KL estimators / on the batches |"
-        in text
+        "| [07_kl_tokens.png](07_kl_tokens.png) | 2026-01-02 10:05:30 | `abc123+dirty` |" in sections["07_kl"]
     )
-    assert "| no data written beside it |" in text  # 07_kl_gradients
-    index = tmp_path / "figures" / "README.md"
-    old = text.replace(" | shows |", " |").replace("|---|---|---|", "|---|---|")
-    old = "\n".join(
-        line.rsplit(" | ", 1)[0] + " |" if line.startswith("| [") else line for line in old.split("\n")
+    assert sections[figures.UNRECORDED].strip().splitlines()[-1] == (
+        "- [99_old.png](99_old.png): no provenance recorded in its data"
     )
-    index.write_text(old)
-    (tmp_path / "figures" / "notebooks" / "06_sensitivity.ipynb").unlink()
-    kept = figures.write_index(tmp_path, "full").read_text().split("\n## ")[1]
-    assert "| [06_sensitivity.png](06_sensitivity.png) | 2026-01-02 10:01:40 | lr |" in kept
+
+
+def test_the_index_follows_the_records_not_the_file_times(tmp_path):
+    """File times that say otherwise (06's figure touched inside 07's execution, 07's figure long
+    before any): each figure stays under the notebook its data records."""
+    fake_project(tmp_path)
+    during_07 = (T0 + datetime.timedelta(minutes=5, seconds=10)).timestamp()
+    os.utime(tmp_path / "figures" / "06_sensitivity.png", (during_07, during_07))
+    os.utime(tmp_path / "figures" / "99_old.png", (during_07, during_07))
+    long_before = (T0 - datetime.timedelta(days=30)).timestamp()
+    os.utime(tmp_path / "figures" / "07_kl_tokens.png", (long_before, long_before))
+    sections = sections_of(figures.write_index(tmp_path, "full").read_text())
+    assert (
+        "[06_sensitivity.png]" in sections["06_sensitivity"] and "06_sensitivity.png" not in sections["07_kl"]
+    )
+    assert "[07_kl_tokens.png]" in sections["07_kl"] and "| 2026-01-02 10:05:30 |" in sections["07_kl"]
+    assert "99_old.png" in sections[figures.UNRECORDED] and "99_old" not in sections["07_kl"]
+
+
+def test_a_figure_is_placed_by_its_record_only(tmp_path):
+    """A figure whose record names no notebook (saved outside `grpo-lab figures`) or one outside the
+    table goes in the last section with why; one of another profile is that profile's index's; a
+    notebook of the table with figures on record but no executed copy here gets its section."""
+    fake_project(tmp_path)
+    figure(tmp_path, "07_kl_by_hand.png", T0, figures.UNKNOWN, "abc123")
+    figure(tmp_path, "42_elsewhere.png", T0, "42_elsewhere")
+    smoke = figure(tmp_path, "07_kl_tokens_smoke.png", T0, "07_kl")
+    record = json.loads(smoke.with_suffix(".json").read_text())
+    record[PROVENANCE]["profile"] = "smoke"
+    smoke.with_suffix(".json").write_text(json.dumps(record))
+    figure(tmp_path, "10_playground_live.png", T0, "10_playground")
+    sections = sections_of(figures.write_index(tmp_path, "full").read_text())
+    assert list(sections) == ["06_sensitivity", "07_kl", "10_playground", figures.UNRECORDED]
+    unplaced = sections[figures.UNRECORDED]
+    assert (
+        "- [07_kl_by_hand.png](07_kl_by_hand.png): its record names no notebook or no profile "
+        "(notebook unknown, profile full, commit abc123)"
+    ) in unplaced
+    assert "- [42_elsewhere.png](42_elsewhere.png): its record names 42_elsewhere, not a notebook" in unplaced
+    assert "_smoke" not in figures.write_index(tmp_path, "full").read_text()
+    playground = sections["10_playground"]
+    assert (
+        "- studies (its own first): none" in playground
+        and "no executed copy in `figures/notebooks/`" in playground
+    )
+    assert "[10_playground_live.png]" in playground
+
+
+def test_each_figure_is_listed_with_what_it_shows_and_the_tables_written_with_it(tmp_path):
+    """The 'shows' column is the title the figure's data records; a markdown table written beside a
+    figure follows it."""
+    fake_project(tmp_path)
+    written = T0 + datetime.timedelta(minutes=5, seconds=30)
+    figure(
+        tmp_path,
+        "07_kl_tokens.png",
+        written,
+        "07_kl",
+        "abc123+dirty",
+        title="KL estimators |\n on the batches",
+    )
+    figure(tmp_path, "06_sensitivity.png", written, "06_sensitivity", axes=[{"title": "lr"}])
+    (tmp_path / "figures" / "06_sensitivity.md").write_text("| knob | best |\n|---|---|\n| lr | 1e-3 |\n")
+    text = figures.write_index(tmp_path, "full").read_text()
+    assert "| figure | written (UTC) | commit | shows |" in text
+    assert (
+        "| [07_kl_tokens.png](07_kl_tokens.png) | 2026-01-02 10:05:30 | `abc123+dirty` "
+        "| KL estimators / on the batches |" in text
+    )
+    assert "| [06_sensitivity.png](06_sensitivity.png) | 2026-01-02 10:05:30 | `abc123` | lr |" in text
+    assert "Table written with 06_sensitivity.png:\n\n| knob | best |" in sections_of(text)["06_sensitivity"]
 
 
 def test_other_profiles_index_beside_the_executed_notebooks(tmp_path):
     fake_project(tmp_path, "smoke")
+    smoke = figure(tmp_path, "06_sensitivity_smoke.png", T0, "06_sensitivity")
+    record = json.loads(smoke.with_suffix(".json").read_text())
+    record[PROVENANCE]["profile"] = "smoke"
+    smoke.with_suffix(".json").write_text(json.dumps(record))
     path = figures.write_index(tmp_path, "smoke")
     assert path == tmp_path / "notebooks" / "executed" / "figures_smoke.md"
-    text = path.read_text()
-    assert "(../../figures/06_sensitivity.png)" in text and "06_sensitivity_smoke.png" in text
+    sections = sections_of(path.read_text())
+    assert "(../../figures/06_sensitivity_smoke.png)" in sections["06_sensitivity"]
+    assert "06_sensitivity.png" not in path.read_text()  # the full profile's
 
 
 def test_full_profile_notebooks_are_kept_beside_the_figures_others_are_not(tmp_path):
@@ -196,6 +236,47 @@ def test_stamp_records_the_commit(tmp_path):
     figures.stamp(path, "0123abc")
     assert json.loads(path.read_text())["metadata"]["grpo_lab"]["commit"] == "0123abc"
     assert figures.git_commit(tmp_path) == "unknown"  # not a git checkout
+
+
+def test_recording_names_the_execution_to_the_kernel_and_restores_the_environment(monkeypatch):
+    monkeypatch.setenv(plots.PROFILE_ENV, "before")
+    monkeypatch.delenv(plots.NOTEBOOK_ENV, raising=False)
+    with figures.recording("03_schemes", "full", "0123abc+dirty"):
+        assert plots.provenance() | {"written": None} == {
+            "notebook": "03_schemes",
+            "profile": "full",
+            "commit": "0123abc+dirty",
+            "written": None,
+        }
+    assert os.environ[plots.PROFILE_ENV] == "before" and plots.NOTEBOOK_ENV not in os.environ
+
+
+def test_check_compares_what_a_figure_draws_not_its_provenance():
+    drawn = {"title": "t", "axes": [{"lines": [[[0.0, 0.25]]]}]}
+    committed = {**drawn, PROVENANCE: {"notebook": "03_schemes", "profile": "full", "commit": "abc"}}
+    regenerated = {**drawn, PROVENANCE: {"notebook": "unknown", "profile": "unknown", "commit": "def"}}
+    assert figures.figures_differ(figures.drawn(committed), figures.drawn(regenerated)) is None
+    assert figures.drawn(committed) == drawn
+
+
+def test_each_committed_figure_must_record_a_notebook_that_exists(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "06_sensitivity.ipynb").write_text("{}")
+    figure(tmp_path, "06_sensitivity.png", T0, "06_sensitivity")
+    figure(tmp_path, "06_by_hand.png", T0, figures.UNKNOWN)
+    figure(tmp_path, "07_gone.png", T0, "07_gone")
+    smoke = figure(tmp_path, "06_smoke_run.png", T0, "06_sensitivity")
+    record = json.loads(smoke.with_suffix(".json").read_text())
+    record[PROVENANCE]["profile"] = "smoke"
+    smoke.with_suffix(".json").write_text(json.dumps(record))
+    (tmp_path / "figures" / "06_old.json").write_text(json.dumps({"title": "", "axes": []}))
+    figure(tmp_path, "06_sensitivity_smoke.png", T0, figures.UNKNOWN)  # not committed: left out
+    assert figures.provenance_problems(tmp_path) == [
+        "06_by_hand: its provenance names the notebook unknown, not one of notebooks/",
+        "06_old: its data records no provenance: regenerate it",
+        "06_smoke_run: written by 06_sensitivity under the profile smoke, not the full one",
+        "07_gone: its provenance names the notebook 07_gone, not one of notebooks/",
+    ]
 
 
 def line_notebook(root: Path, y: float, name: str = "'05_line'") -> Path:
@@ -220,12 +301,26 @@ def line_notebook(root: Path, y: float, name: str = "'05_line'") -> Path:
 
 @pytest.mark.slow
 def test_regenerate_runs_a_notebook_and_indexes_its_figure(tmp_path):
-    """A one-figure notebook under papermill in a scratch project: the index names it, with the
-    injected profile and the figure it wrote."""
+    """A one-figure notebook under papermill in a scratch project: the figure's data records the
+    notebook, the profile and the commit, passed to the kernel through its environment; the index
+    names it under that notebook, with the injected profile."""
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "grpo_lab").mkdir()
     line_notebook(tmp_path, 1.0, name="f'05_line_{profile}'")
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     assert figures.regenerate("full", root=tmp_path) == []
+    record = json.loads((tmp_path / "figures" / "05_line_full.json").read_text())[PROVENANCE]
+    assert {k: record[k] for k in ("notebook", "profile", "commit")} == {
+        "notebook": "05_line",
+        "profile": "full",
+        "commit": "unknown",  # the scratch project is no git checkout
+    }
+    assert (
+        before
+        <= datetime.datetime.fromisoformat(record["written"])
+        <= datetime.datetime.now(datetime.timezone.utc)
+    )
+    assert plots.NOTEBOOK_ENV not in os.environ  # restored once the notebook ran
     text = (tmp_path / "figures" / "README.md").read_text()
     assert "## 05_line" in text and "[05_line_full.png](05_line_full.png)" in text
     assert "`profile='full'`" in text and "commit: `unknown`" in text

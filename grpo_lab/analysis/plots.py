@@ -1,11 +1,14 @@
 """Figures: across-seed curves with intervals, interval charts against a reference, robustness
 curves, rule heatmaps, correlation scatters; every figure is written by one function, `save`, with
 the data it draws beside it (`figure_data`), so that a regenerated figure can be compared with a
-committed one by what it shows rather than by its pixels."""
+committed one by what it shows rather than by its pixels, and with the record of what wrote it
+(`provenance`: notebook, profile, commit), from which the index of figures is built."""
 
+import datetime
 import json
 import math
 import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,16 +80,59 @@ DIGITS = 6
 """significant digits of the numbers in a figure's data (the run logs keep 6)"""
 
 
+PROVENANCE = "provenance"
+"""the key of a figure's data that records what wrote it (`provenance`); the rest is what it draws"""
+UNKNOWN = "unknown"
+"""what `provenance` records for what the process writing a figure was not told"""
+NOTEBOOK_ENV = "GRPO_LAB_NOTEBOOK"
+PROFILE_ENV = "GRPO_LAB_PROFILE"
+COMMIT_ENV = "GRPO_LAB_COMMIT"
+"""environment variables `grpo-lab figures` sets while it executes a notebook (its kernel inherits
+them): the notebook's name (its file's stem), the profile it injected and the commit it runs on"""
+
+
 def save(fig: plt.Figure, name: str, directory: str | Path | None = None) -> Path:
     """Write a figure as NAME.png under figures/ (or `directory`, or `FIGURES_DIR`), with NAME.json,
-    the data it draws (`figure_data`): the only place figures are written."""
+    the data it draws (`figure_data`) and the record of what wrote it (under `PROVENANCE`): the only
+    place figures are written."""
     path = _figures_dir(directory) / f"{name}.png"
     fig.savefig(path, dpi=130, bbox_inches="tight")
-    data = json.dumps(figure_data(fig), indent=1, sort_keys=True, allow_nan=False)
+    record = {**figure_data(fig), PROVENANCE: provenance()}
+    data = json.dumps(record, indent=1, sort_keys=True, allow_nan=False)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(data + "\n")
     tmp.replace(path.with_suffix(".json"))
     return path
+
+
+def provenance() -> dict[str, str]:
+    """What writes a figure now: the notebook and profile `grpo-lab figures` is executing (from
+    `NOTEBOOK_ENV`, `PROFILE_ENV`), the commit it runs on (`COMMIT_ENV`, else this package's checkout
+    as `git_commit` reads it) and the time (UTC). A figure saved elsewhere, e.g. from JupyterLab,
+    records `UNKNOWN` for what the process was not told rather than a guess."""
+    return {
+        "notebook": os.environ.get(NOTEBOOK_ENV) or UNKNOWN,
+        "profile": os.environ.get(PROFILE_ENV) or UNKNOWN,
+        "commit": os.environ.get(COMMIT_ENV) or git_commit(Path(__file__).parent),
+        "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def git_commit(root: Path) -> str:
+    """The commit checked out at `root`, with '+dirty' when tracked files have uncommitted changes;
+    `UNKNOWN` outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+        )
+    except OSError:
+        return UNKNOWN
+    if head.returncode:
+        return UNKNOWN
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def save_markdown(text: str, name: str, directory: str | Path | None = None) -> Path:

@@ -1,6 +1,9 @@
-"""Figures: what each plot draws (lines, bars, labels, texts) from its data, and `save`."""
+"""Figures: what each plot draws (lines, bars, labels, texts) from its data, and `save` (the data and
+the provenance it writes beside each figure)."""
 
+import datetime
 import json
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -214,6 +217,45 @@ def test_save_writes_the_data_a_figure_draws_beside_it(tmp_path, monkeypatch):
     assert first["xticklabels"] == ["grpo", "dapo"] and first["yticklabels"] == []
     assert second["images"] == [[[1.0, 2.0], [3.0, 4.0]]]
     assert plots.save(fig, "07_demo", directory=tmp_path) == tmp_path / "07_demo.png"  # an argument wins
+
+
+def test_save_records_the_notebook_profile_and_commit_it_was_told(tmp_path, monkeypatch):
+    """Under `grpo-lab figures` the kernel's environment names the notebook, the profile and the
+    commit: the figure's data records them under one key, beside the drawn data, with the time."""
+    monkeypatch.setenv(plots.NOTEBOOK_ENV, "03_schemes")
+    monkeypatch.setenv(plots.PROFILE_ENV, "full")
+    monkeypatch.setenv(plots.COMMIT_ENV, "0123456789ab+dirty")
+    fig, ax = matplotlib.pyplot.subplots()
+    ax.plot([0, 1], [0, 1])
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    data = json.loads(plots.save(fig, "03_demo", directory=tmp_path).with_suffix(".json").read_text())
+    assert set(data) == {"title", "axes", plots.PROVENANCE}
+    record = data[plots.PROVENANCE]
+    written = datetime.datetime.fromisoformat(record.pop("written"))
+    assert record == {"notebook": "03_schemes", "profile": "full", "commit": "0123456789ab+dirty"}
+    assert before <= written <= datetime.datetime.now(datetime.timezone.utc)
+
+
+def test_a_figure_saved_by_hand_records_unknown_rather_than_a_guess(tmp_path, monkeypatch):
+    """Saved from JupyterLab (no `grpo-lab figures` around it): the notebook and profile are
+    recorded as unknown; the commit is read from this package's checkout."""
+    for name in (plots.NOTEBOOK_ENV, plots.PROFILE_ENV, plots.COMMIT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    asked = []
+    monkeypatch.setattr(plots, "git_commit", lambda root: asked.append(root) or "fedcba987654")
+    fig, _ = matplotlib.pyplot.subplots()
+    data = json.loads(plots.save(fig, "03_by_hand", directory=tmp_path).with_suffix(".json").read_text())
+    record = data[plots.PROVENANCE]
+    assert {k: record[k] for k in ("notebook", "profile", "commit")} == {
+        "notebook": plots.UNKNOWN,
+        "profile": plots.UNKNOWN,
+        "commit": "fedcba987654",
+    }
+    assert asked == [Path(plots.__file__).parent]
+
+
+def test_git_commit_is_unknown_outside_a_checkout(tmp_path):
+    assert plots.git_commit(tmp_path) == plots.UNKNOWN
 
 
 def test_an_evaluation_curve_is_not_drawn_across_steps_where_nothing_was_measured():
