@@ -131,6 +131,29 @@ def test_findings_fill_the_summary(tiny, tmp_path):
     assert read_summary(tmp_path / "run")["findings"] == [{"rule": "made_up"}]
 
 
+def test_the_task_is_built_once_per_trainer(monkeypatch):
+    """The trainer builds its task once and hands it down: the embedded model is found by the built
+    task's problems, not by a second build from the task's name, and its start is checked against the
+    record of the directory it was loaded from."""
+    from grpo_lab.models import embedded
+
+    builds = []
+    make_task = trainer.make_task
+
+    def counted(*args, **kwargs):
+        builds.append(args)
+        return make_task(*args, **kwargs)
+
+    embedded._problems_fingerprint.cache_clear()  # a build from the name would show up here
+    monkeypatch.setattr(trainer, "make_task", counted)
+    monkeypatch.setattr(embedded, "make_task", counted)
+    run = trainer.Trainer(preset("grpo", task="judge", model="embedded", steps=1, progress=False))
+    run._load_reference()  # a live change that turns the reference on loads the same start, by path
+    assert builds == [("judge", None, (), "embedded")]
+    assert run.policy.path == str(embedded.shipped_dir("judge"))
+    assert run.start["init_sha256"] == embedded.start_sha256("judge")
+
+
 def imported_modules(source: str, package: str) -> set[str]:
     """Every module an import statement of `source` names, anywhere in it (inside functions too),
     relative imports resolved against `package`."""

@@ -31,7 +31,7 @@ from grpo_lab.models.evaluation import evaluate
 from grpo_lab.models.sampler import positions
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.models.weights import weights_sha256
-from grpo_lab.tasks import make_task, task_identity
+from grpo_lab.tasks import Task, make_task, task_identity
 from grpo_lab.tasks.from_file import is_file_task, task_path
 from grpo_lab.threads import torch_threads
 
@@ -111,14 +111,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("GRPO_LAB_CACHE", Path.home() / ".cache" / "grpo_lab"))
 
 
-def embedded_path(task: str, digits: int | None = None) -> Path:
+def embedded_path(task: str, digits: int | None = None, built: Task | None = None) -> Path:
     """Directory of the warm-started model for a task: the shipped one when the package has it, else
     the cached build, built on first use (under `build_lock`, so a process that finds it being built
-    waits and loads it instead of building it again)."""
-    shipped = shipped_dir(task, digits)
+    waits and loads it instead of building it again). `built` is the task `task` names as the caller
+    built it for the embedded model (`make_task(task, digits)`, the trainer's): its problems name the
+    model (`embedded_dir`) instead of a second build of the task."""
+    shipped = shipped_dir(task, digits, built)
     if shipped is not None:
         return shipped
-    path = embedded_dir(task, digits)
+    path = embedded_dir(task, digits, built)
     if not (path / RECORD).exists():
         with build_lock(path):
             if not (path / RECORD).exists():
@@ -126,9 +128,10 @@ def embedded_path(task: str, digits: int | None = None) -> Path:
     return path
 
 
-def shipped_dir(task: str, digits: int | None = None) -> Path | None:
-    """The shipped model of the task under today's settings, or None when the package has none."""
-    path = SHIPPED / embedded_dir(task, digits).name
+def shipped_dir(task: str, digits: int | None = None, built: Task | None = None) -> Path | None:
+    """The shipped model of the task under today's settings, or None when the package has none
+    (`built`: as for `embedded_path`)."""
+    path = SHIPPED / embedded_dir(task, digits, built).name
     return path if (path / RECORD).exists() else None
 
 
@@ -136,11 +139,13 @@ def start_sha256(task: str, digits: int | None = None) -> str:
     """The sha256 of the embedded model's weights for a task (`weights.weights_sha256`), which every
     run on it starts from: the shipped model's recorded value, else the cached build's (built first
     when missing; a build from before the record existed is hashed once)."""
-    return _recorded_sha256(embedded_path(task, digits))
+    return recorded_sha256(embedded_path(task, digits))
 
 
 @functools.cache
-def _recorded_sha256(path: Path) -> str:
+def recorded_sha256(path: Path) -> str:
+    """The sha256 of the weights that the built or shipped model at `path` records (its `RECORD`), which
+    a model loaded from there must have: what `start_sha256` reads, for a caller that holds the path."""
     record = json.loads((path / RECORD).read_text())
     if "weights_sha256" in record:
         return str(record["weights_sha256"])
@@ -183,14 +188,15 @@ def build_lock(path: Path) -> Iterator[None]:
         yield
 
 
-def embedded_dir(task: str, digits: int | None = None) -> Path:
+def embedded_dir(task: str, digits: int | None = None, built: Task | None = None) -> Path:
     """Where the warm-started model for a task is (or will be) cached: named by a hash of the task's
     data, the tokenizer, the architecture and the warm-start settings, so any change to them names a
-    new model (a file task by its file's name and content, not its path). Builds nothing."""
+    new model (a file task by its file's name and content, not its path). Builds nothing but the task
+    itself, once per process, when the caller has not (`built`: as for `embedded_path`)."""
     spec = {
         "task": task_identity(task),
         "digits": digits,
-        "problems": _problems_fingerprint(task, digits),
+        "problems": _problems_fingerprint(task, digits) if built is None else _fingerprint(built),
         "tokenizer": CHARSET,
         "arch": ARCH,
         "warm_start": warm_start(task),
@@ -201,12 +207,16 @@ def embedded_dir(task: str, digits: int | None = None) -> Path:
     return cache_root() / "models" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[-48:]}-{key}"
 
 
+def _fingerprint(task: Task) -> str:
+    """A hash of every problem of the task (the cache key covers the data itself, not just its name)."""
+    return hashlib.sha256("\n".join(p.prompt + p.solution for p in task.problems).encode()).hexdigest()
+
+
 @functools.cache
 def _problems_fingerprint(task: str, digits: int | None) -> str:
-    """A hash of every problem of the task (the cache key covers the data itself, not just its name);
-    computed once per process, as the run store asks for it for every run of a sweep."""
-    problems = make_task(task, digits).problems
-    return hashlib.sha256("\n".join(p.prompt + p.solution for p in problems).encode()).hexdigest()
+    """`_fingerprint` of the task a name gives, built once per process: the run store asks for
+    it for every run of a sweep."""
+    return _fingerprint(make_task(task, digits))
 
 
 def new_llama(tokenizer, arch: dict, max_position_embeddings: int) -> LlamaForCausalLM:
@@ -244,7 +254,11 @@ def _sft_batch(tokenizer, examples, device):
 
 
 def build(task_name: str, digits: int | None, path: Path) -> None:
-    """Train and save the warm-started model at `path` (atomically: a half-built one never appears)."""
+    """Train and save the warm-started model at `path` (atomically: a half-built one never appears).
+    The task is built here from its name, with its own rewards and none of a run's: the warm start
+    stops on the task's correctness check, which for a file task follows a run's first reward
+    (`tasks.from_file`), so a run's task could stop it elsewhere and cache other weights under the
+    same name."""
     cfg = warm_start(task_name)
     task = make_task(task_name, digits)
     tokenizer = build_char_tokenizer()

@@ -14,9 +14,13 @@ from transformers.utils import logging as hf_logging
 
 from grpo_lab.models.embedded import embedded_path
 from grpo_lab.models.weights import weights_sha256
+from grpo_lab.tasks import Task
 
 if TYPE_CHECKING:
     from peft import PeftModel
+
+CPU = torch.device("cpu")
+"""the device `load_policy` loads onto unless told"""
 
 
 @dataclass
@@ -33,6 +37,9 @@ class Policy:
     any LoRA adapter: an adapter starts as the identity)"""
     reference_sha256: str | None
     """sha256 of the reference's weights (the base under LoRA); None when no reference is used"""
+    path: str
+    """where the weights were loaded from (`resolve_model_path`): the embedded model's directory, a local
+    path or a hub id; `load_policy(path)` loads the same start again without naming the task"""
 
     @contextlib.contextmanager
     def as_reference(self) -> Iterator[torch.nn.Module]:
@@ -46,10 +53,15 @@ class Policy:
             yield self.reference
 
 
-def resolve_model_path(model: str, task: str, digits: int | None) -> str:
-    """'embedded' -> the cached warm-started model; a local path must exist; anything else is a hub id."""
+def resolve_model_path(
+    model: str, task: str | None = None, digits: int | None = None, built: Task | None = None
+) -> str:
+    """'embedded' -> the warm-started model of `task` (`embedded.embedded_path`, with `digits` and, when
+    the caller has built the task, `built`); a local path must exist; anything else is a hub id."""
     if model == "embedded":
-        return str(embedded_path(task, digits))
+        if task is None:
+            raise ValueError("the embedded model is warm-started on a task: name it (task=...)")
+        return str(embedded_path(task, digits, built))
     if model.startswith((".", "/", "~")) and not Path(model).expanduser().exists():
         raise ValueError(f"model path {model!r} does not exist (give 'embedded', a local path or a hub id)")
     return str(Path(model).expanduser()) if model.startswith("~") else model
@@ -57,20 +69,22 @@ def resolve_model_path(model: str, task: str, digits: int | None) -> str:
 
 def load_policy(
     model: str,
-    task: str,
-    digits: int | None,
-    device: torch.device,
+    task: str | None = None,
+    digits: int | None = None,
+    device: torch.device = CPU,
     lora: bool = False,
     lora_r: int = 8,
     lora_alpha: float = 16.0,
     need_reference: bool = True,
     activation_checkpointing: bool = False,
+    built: Task | None = None,
 ) -> Policy:
-    """Everything is loaded through `from_pretrained`, the embedded model included.
+    """Everything is loaded through `from_pretrained`, the embedded model included. `task`, `digits`
+    and `built` say which embedded model (`resolve_model_path`); any other model needs none of them.
     `activation_checkpointing` recomputes each decoder layer in the backward instead of keeping its
     activations (less memory, one more forward's compute; the lean forward honours it too)."""
     hf_logging.disable_progress_bar()
-    path = resolve_model_path(model, task, digits)
+    path = resolve_model_path(model, task, digits, built)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -99,4 +113,4 @@ def load_policy(
     net.train()
     # the reference is a copy of the base (or, under LoRA, the base with the adapter off): its weights
     reference_sha256 = start if reference is not None or lora else None
-    return Policy(net, tokenizer, reference, lora, start, reference_sha256)
+    return Policy(net, tokenizer, reference, lora, start, reference_sha256, path)

@@ -20,7 +20,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from grpo_lab.config import Config, field_names
-from grpo_lab.models.embedded import start_sha256
+from grpo_lab.models.embedded import recorded_sha256
 from grpo_lab.models.evaluation import evaluate, pass_at_k, pass_ks, sampled_correct, sampling_seed
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
@@ -199,19 +199,21 @@ class Trainer:
         self.callbacks = list(callbacks)
         self.findings = findings
         self.device = device = pick_device(c.device)
-        self.task = task = make_task(c.task, c.task_digits or None, c.rewards, c.model)
+        digits = c.task_digits or None
+        self.task = task = make_task(c.task, digits, c.rewards, c.model)  # the one build of the task
         self.objective = Objective(c)
         reward_names = c.rewards or task.default_rewards
         self._check_rewards(task, reward_names)
         self.policy = load_policy(
             c.model,
             c.task,
-            c.task_digits or None,
+            digits,
             device,
             lora=c.lora,
             lora_r=c.lora_r,
             lora_alpha=c.lora_alpha,
             need_reference=c.reference_forward,
+            built=task,
         )
         self.start = self._start(c)
         self.model = self.policy.model
@@ -316,11 +318,11 @@ class Trainer:
     def _start(self, c: Config) -> dict[str, Any]:
         """The weights the run starts from, as config.json records them: the sha256 of the initial
         policy and of the reference. On the embedded model they must be the task's recorded start
-        (`embedded.start_sha256`): a model that differs from its own record is corrupt, and a run
-        from it would be keyed as a run from the recorded weights."""
+        (`embedded.recorded_sha256` of the directory it was loaded from): a model that differs from
+        its own record is corrupt, and a run from it would be keyed as a run from the recorded weights."""
         p = self.policy
         if c.model == "embedded":
-            expected = start_sha256(c.task, c.task_digits or None)
+            expected = recorded_sha256(Path(p.path))
             if p.start_sha256 != expected:
                 raise RuntimeError(
                     f"the embedded model of task {c.task!r} has weights {p.start_sha256[:16]}, but its "
@@ -586,15 +588,15 @@ class Trainer:
     def _apply(self, new: Config) -> None:
         """Make `new` the current config: objective, reference, schedule parameters, learning rate."""
         if new.reference_forward and not self.policy.lora and self.policy.reference is None:
-            self.policy.reference = self._load_reference(new)  # may fail: before anything else changes
+            self.policy.reference = self._load_reference()  # may fail: before anything else changes
         self.config = new
         self.objective = Objective(new)
         self.kl_ctl.params = kl_schedule_params(new)
         self.optimizer.param_groups[0]["lr"] = new.learning_rate  # group 0 holds the model's weights
 
-    def _load_reference(self, c: Config) -> torch.nn.Module:
+    def _load_reference(self) -> torch.nn.Module:
         """The weights the run started from, frozen: the reference a run with the KL on would have."""
-        start = load_policy(c.model, c.task, c.task_digits or None, self.device, need_reference=False)
+        start = load_policy(self.policy.path, device=self.device, need_reference=False)
         return start.model.eval().requires_grad_(False)
 
     def _update(
