@@ -1,6 +1,6 @@
 """The score pilot: which headline score decides a comparison for the fewest core-seconds.
 
-Trains a few arms of the study base (`grpo_lab.studies.base("full")`) over paired seeds and, every
+Trains a few arms of the study base (`grpo_lab.comparisons.bed.base("full")`) over paired seeds and, every
 `--eval-every` steps, evaluates each run richly enough that every candidate score can be computed
 afterwards from the same runs: greedy accuracy on two halves of `--prompts` validation prompts, and
 the correctness of `--samples` completions per prompt at the sampling temperature on all of them
@@ -46,8 +46,8 @@ def train_one(
     rate)."""
     import torch
 
-    from grpo_lab.evaluation import evaluate, sampled_correct, sampling_seed
-    from grpo_lab.studies.base import base
+    from grpo_lab.comparisons.bed import base
+    from grpo_lab.models.evaluation import evaluate, sampled_correct, sampling_seed
     from grpo_lab.training.trainer import Trainer
 
     torch.set_num_threads(1)

@@ -434,11 +434,11 @@ def bench(
 
 
 def study_step(rounds: int = 3, steps: int = 6, warmup: int = 1, threads: int = 1) -> dict:
-    """The study base's step (`studies.base("full")`) against the half batch's (`HALF_BED` over
+    """The study base's step (`comparisons.bed.base("full")`) against the half batch's (`HALF_BED` over
     it), both the real trainer on the embedded model, timed in interleaved rounds on `threads`
     torch threads (the median time between consecutive step ends after `warmup` steps; validation
     is never inside it). Returns both medians, their ratio and the phase medians."""
-    from grpo_lab.studies.base import base
+    from grpo_lab.comparisons.bed import base
     from grpo_lab.training.trainer import train
 
     if steps < 2 or rounds < 1 or warmup < 0:

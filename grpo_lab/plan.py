@@ -1,11 +1,11 @@
 """`grpo-lab plan`: before a long job, the runs each notebook needs under a profile, how many the run
 store already holds finished and current, and the core-hours of the rest.
 
-- The runs of a notebook: the designs of the study modules it imports (`from grpo_lab.studies import
-  NAME`, every module with a `design`), each resolved by the module's own `settings(profile)` with
-  its seeds: one `Config` per (configuration, seed). Runs are shared through the store by their key
-  (`experiments.store.run_dir`), so a run two notebooks need is counted once, for the first notebook
-  (in the order `grpo-lab figures` runs them) that needs it.
+- The runs of a notebook: the designs of the modules `grpo_lab.studies.NOTEBOOKS` lists for it (its
+  study modules, and a shared design of `grpo_lab.comparisons` it runs itself), each resolved by the
+  module's own `settings(profile)` with its seeds: one `Config` per (configuration, seed). Runs are
+  shared through the store by their key (`experiments.store.run_dir`), so a run two notebooks need
+  is counted once, for the first notebook (in the order `grpo-lab figures` runs them) that needs it.
 - Stored: a current run (`experiments.store.is_current`: sealed by this behaviour of the training
   code, every file as sealed; what the store loads instead of training) under the run's own key in
   the profile's store; a stored run that is torn or stale is counted apart, and trained again. A
@@ -23,7 +23,6 @@ store already holds finished and current, and the core-hours of the rest.
 Hours on this machine: the core-hours over `os.cpu_count()`, one worker per core (the pool's
 default); the cost study (08) times its runs one after the other, which this leaves out."""
 
-import ast
 import datetime
 import importlib
 import importlib.util
@@ -43,6 +42,7 @@ from grpo_lab.experiments.store import run_dir
 from grpo_lab.experiments.store import state as store_state
 from grpo_lab.profiles import PROFILES, Profile
 from grpo_lab.runlog import read_config, read_summary
+from grpo_lab.studies import NOTEBOOKS
 
 CALIBRATION = Path(__file__).parent / "studies" / "calibration.json"
 """the committed calibration: seconds of the study base on one torch thread (`calibrate` writes it)"""
@@ -59,7 +59,8 @@ CALIBRATED_FIELDS = (
 """the fields of the calibrated config the proportional rule scales by"""
 CALIBRATION_STEPS = 4
 """steps of the calibration run: the first (warm-up) is not timed; validation at steps 0 and 2"""
-STUDIES = "grpo_lab.studies"
+PACKAGES = ("grpo_lab.studies", "grpo_lab.comparisons")
+"""where the modules `NOTEBOOKS` names live"""
 ALLOWANCE = "allowance"
 """the state of a planned run that stands for runs a study chooses later (`study_allowance`)"""
 SHOWN = 10
@@ -218,28 +219,19 @@ def _profile(name: str) -> Profile:
 
 
 def notebook_studies(path: Path) -> list[str]:
-    """The study modules a notebook imports (`from grpo_lab.studies import a, b as c`, `from
-    grpo_lab.studies.a import ...`, `import grpo_lab.studies.a`) that have a design, in import order;
-    a name of the package that is not a module (`from grpo_lab.studies import base`) is none."""
-    names: list[str] = []
-    for cell in json.loads(path.read_text())["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"])
-        kept = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
-        for node in ast.walk(ast.parse(kept)):
-            if isinstance(node, ast.ImportFrom) and node.module == STUDIES:
-                names += [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(STUDIES + "."):
-                names.append(node.module.split(".")[2])  # type: ignore[union-attr]
-            elif isinstance(node, ast.Import):
-                names += [a.name.split(".")[2] for a in node.names if a.name.startswith(STUDIES + ".")]
-    modules = [n for n in dict.fromkeys(names) if importlib.util.find_spec(f"{STUDIES}.{n}") is not None]
-    return [n for n in modules if hasattr(_module(n), "design")]
+    """The modules whose designs the notebook `path` runs, its own study first, as the one notebook
+    table `grpo_lab.studies.NOTEBOOKS` lists them (none for a notebook it does not list)."""
+    return list(NOTEBOOKS.get(path.stem, ()))
 
 
 def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"{STUDIES}.{name}")
+    """The module of a design `NOTEBOOKS` names: a study module (`grpo_lab.studies.NAME`), else a
+    shared design of the comparisons layer (`grpo_lab.comparisons.NAME`); module names are unique in
+    the package, so at most one exists."""
+    for package in PACKAGES:
+        if importlib.util.find_spec(f"{package}.{name}") is not None:
+            return importlib.import_module(f"{package}.{name}")
+    raise ValueError(f"no module {name!r} in {' or '.join(PACKAGES)}")
 
 
 def study_runs(name: str, profile: str, store: Path | None = None) -> list[Config]:
@@ -413,15 +405,15 @@ def measured_step_seconds(store: Path) -> dict[str, float]:
 
 
 def calibrate(path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS) -> dict[str, Any]:
-    """Time the study base (`studies.base("full")`, its own batch) on one torch thread: the setup of
+    """Time the study base (`comparisons.bed.base("full")`, its own batch) on one torch thread: the setup of
     a run (model and task loaded; the embedded model built beforehand, untimed), `steps` training
     steps (the first, warm-up, left out; each phase as the trainer logs it) and the validation passes
     at steps 0 and 2 (a step's wall time minus its logged step time). Writes `path` with the date,
     the machine, the torch threads and what was timed; returns what it wrote."""
     import torch
 
+    from grpo_lab.comparisons.bed import base
     from grpo_lab.experiments.execution import prebuild
-    from grpo_lab.studies.base import base
     from grpo_lab.threads import torch_threads
     from grpo_lab.training.trainer import Trainer
 
@@ -455,9 +447,9 @@ def calibrate(path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS) -> dict[
         "torch": torch.__version__,
         "torch_threads": 1,
         "timed": (
-            f"the study base (studies.base('full')), seed {config.seed}: the setup of a run (model and task "
-            f"loaded), {len(timed)} training steps after one warm-up step (each phase as the trainer logs "
-            f"it) and {len(validations)} validation passes of {config.val_size} prompts"
+            f"the study base (comparisons.bed.base('full')), seed {config.seed}: the setup of a run "
+            f"(model and task loaded), {len(timed)} training steps after one warm-up step (each phase as "
+            f"the trainer logs it) and {len(validations)} validation passes of {config.val_size} prompts"
         ),
         "config": {field: getattr(config, field) for field in CALIBRATED_FIELDS},
         "seconds": {"setup": setup, **seconds, "evaluation": sum(validations) / len(validations)},

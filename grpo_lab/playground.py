@@ -15,9 +15,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from grpo_lab import objective
+from grpo_lab.comparisons.bed import base
 from grpo_lab.config import Config
 from grpo_lab.profiles import Profile
-from grpo_lab.studies.base import base
 from grpo_lab.training.trainer import Trainer
 
 
@@ -395,7 +395,7 @@ def embedded(
     settings: Profile, preset: str = "grpo", seed: int = 0, steps_per_click: int = 2, **changes: Any
 ) -> Playground:
     """A playground on the embedded model, sized by a notebook profile: the study base
-    (`studies.base`: the worked task, answers of 4 to 47 tokens, two passes of four mini-batches so
+    (`comparisons.bed.base`: the worked task, answers of 4 to 47 tokens, two passes of four mini-batches so
     that the ratio leaves 1 and the clip binds) of `preset` with `PLAYGROUND_BED`, a trainer with room
     for many clicks, greedy validation only at the start (the plot shows training metrics; no sampled
     accuracy), no run directory. `changes` are config fields set at the start (any field, live or

@@ -17,9 +17,9 @@ import pandas as pd
 from grpo_lab.analysis import alarms
 from grpo_lab.analysis.diagnostics import Thresholds
 from grpo_lab.analysis.robustness import CLEAN_CONDITION, condition_label
+from grpo_lab.comparisons.bed import base
 from grpo_lab.experiments.store import is_current
-from grpo_lab.studies import faults, sensitivity
-from grpo_lab.studies.base import base
+from grpo_lab.studies import fault_injection, sensitivity
 from grpo_lab.studies.claims import FAILURE_GRID
 
 KNOBS = {f for scan in sensitivity.SCANS for f in scan.fields} | set(FAILURE_GRID) | {"task"}
@@ -96,7 +96,7 @@ def main() -> None:
     on_base = clean & (runs["changes"] == "")
     sweeps = clean & ~on_base & runs["changes"].map(lambda c: touches(c, KNOBS))
     tricks = clean & ~on_base & ~sweeps
-    injected = [condition_label(f, v) for f, levels in faults.FAULTS.items() for v in levels]
+    injected = [condition_label(f, v) for f, levels in fault_injection.FAULTS.items() for v in levels]
     study = alarms.fault_study(runs, injected)
     order = [CLEAN_CONDITION, *injected]
     confusion = alarms.confusion(fired.loc[study.index], study["condition"], order)

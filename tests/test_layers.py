@@ -136,6 +136,23 @@ def test_no_packages_import_each_other():
     assert cycles(GRAPH) == []
 
 
+def study_imports(package: Path) -> list[str]:
+    """Every 'study -> study' import between two modules of `grpo_lab.studies` (the package's own
+    __init__ aside): what one study takes from another belongs in the comparisons layer."""
+    modules = module_names(package)
+    studies = {name for name in modules if name.startswith("grpo_lab.studies.")}
+    return sorted(
+        f"{name} -> {target}"
+        for name in studies
+        for target in imports(name, modules[name].read_text(), False, set(modules))
+        if target in studies and target != name
+    )
+
+
+def test_no_study_module_imports_another():
+    assert study_imports(PACKAGE) == []
+
+
 # --- the checks themselves find what they are for ---
 
 FAKE_MODULES = {"grpo_lab", "grpo_lab.a", "grpo_lab.a.x", "grpo_lab.a.y", "grpo_lab.b", "grpo_lab.c"}
@@ -170,6 +187,16 @@ def test_violations_flag_an_import_from_the_same_row_or_above():
         "side": {},
     }
     assert violations(graph, rows) == ["m -> s (row 2 imports row 2)", "m -> t (row 2 imports row 3)"]
+
+
+def test_the_study_check_finds_what_it_is_for(tmp_path):
+    studies = tmp_path / "grpo_lab" / "studies"
+    studies.mkdir(parents=True)
+    (tmp_path / "grpo_lab" / "__init__.py").write_text("")
+    (studies / "__init__.py").write_text("")
+    (studies / "a.py").write_text("from grpo_lab.studies import b\n")
+    (studies / "b.py").write_text("import grpo_lab.studies\n")
+    assert study_imports(tmp_path / "grpo_lab") == ["grpo_lab.studies.a -> grpo_lab.studies.b"]
 
 
 def test_cycles_finds_an_indirect_cycle_and_nothing_in_a_chain():

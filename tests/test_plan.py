@@ -5,16 +5,15 @@ the runs read from the store."""
 import json
 import math
 
-import nbformat
 import pytest
 
 from grpo_lab import plan
+from grpo_lab.comparisons.bed import base
 from grpo_lab.experiments import store
 from grpo_lab.experiments.store import ensure, run_dir
 from grpo_lab.figures import notebooks
 from grpo_lab.runlog import read_summary
-from grpo_lab.studies import baseline, schemes
-from grpo_lab.studies.base import base
+from grpo_lab.studies import NOTEBOOKS, baseline, schemes
 
 CALIBRATION = {
     "date": "2026-01-01 00:00 UTC",
@@ -71,20 +70,22 @@ def test_a_smoke_plan_counts_the_designs_and_each_shared_run_once(smoke):
     assert "needs that an earlier one counts: 02_ablations 2, 03_schemes 2" in smoke.format(cores=2)
 
 
-def test_the_studies_of_a_notebook_are_those_it_imports(tmp_path):
+def test_the_studies_of_a_notebook_are_those_the_notebook_table_lists(tmp_path):
     found = {p.stem: plan.notebook_studies(p) for p in notebooks()}
+    assert found == {stem: list(names) for stem, names in NOTEBOOKS.items()}
     assert found["01_baseline"] == ["baseline"] and found["12_verdicts"] == ["verdicts"]
-    assert found["09_claims"] == ["claims"] and found["10_playground"] == []
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("%matplotlib inline\nimport grpo_lab.studies.horizon"),
-        nbformat.v4.new_code_cell(
-            "from grpo_lab.studies.schemes import SCHEMES\nfrom grpo_lab.studies import base"
-        ),
-        nbformat.v4.new_code_cell("from grpo_lab.studies import for_profile, horizon"),
-    ]
-    nbformat.write(nb, tmp_path / "x.ipynb")
-    assert plan.notebook_studies(tmp_path / "x.ipynb") == ["horizon", "schemes"]
+    assert found["02_ablations"] == ["ablations", "screen"] and found["10_playground"] == []
+    assert plan.notebook_studies(tmp_path / "99_unlisted.ipynb") == []
+
+
+def test_every_module_of_the_notebook_table_has_a_design():
+    """Each name resolves to a study module or a shared design of the comparisons layer."""
+    for names in NOTEBOOKS.values():
+        for name in names:
+            module = plan._module(name)
+            assert callable(module.design) and callable(module.settings), name
+    with pytest.raises(ValueError, match="no module 'nothing'"):
+        plan._module("nothing")
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from typing import Any
 from grpo_lab.config import Config
 from grpo_lab.models.embedded import start_sha256
 from grpo_lab.presets import preset
-from grpo_lab.profiles import PROFILES, Profile
+from grpo_lab.profiles import PROFILES, Budget, Profile
 
 TEST_BED: dict[str, Any] = {
     "task": "worked",
@@ -34,6 +34,10 @@ QUICK_BATCH: dict[str, Any] = {"prompts_per_step": 4, "group_size": 4, "dynamic_
 the full profile, the figures and the activity test use the base's own batch. Groups of 4 more often
 give one reward to all, so dynamic sampling may draw more rounds to fill the batch: at 4 rounds two
 of the smoke screen's 32 runs stopped on a machine whose kernels round differently (AVX2)"""
+BASE_RUNS = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
+"""the base over seeds under the full profile (01's runs, whose arms 09's claims share): 3 seeds of 60
+steps, validated before the first update and every 5 steps in the scored tail, as the schemes' first
+look (`comparisons.scheme_arms.FIRST_LOOK`), so they are the schemes' grpo runs and cost nothing more"""
 
 
 def base(profile: str | Profile = "full", name: str = "grpo", **changes: Any) -> Config:

@@ -19,6 +19,19 @@ from grpo_lab.profiles import Profile
 
 Items = TypeVar("Items", list, tuple, dict)
 
+FAULTS: dict[str, list[Any]] = {
+    "fault_reward_sigma": [1.0],
+    "fault_repeat_k": [6],
+    "fault_reward_flip": [0.4],
+    "fault_long_frac": [0.5],
+    "fault_stale_k": [4],
+    "fault_sampler_dtype": ["bfloat16"],
+}
+"""the faults notebook 04 injects into its schemes and 17 into 03's: config field -> levels; the clean
+run (the field's default) is included for every scheme"""
+SMOKE_FAULTS = 1
+"""the smoke profile injects only the first fault"""
+
 
 def for_profile(items: Items, settings: Profile, keep: int) -> Items:
     """`items` (a list, tuple or dict of what a notebook compares) under the full profile; under any

@@ -39,6 +39,8 @@ import pandas as pd
 from grpo_lab.analysis import factorial
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, gain
+from grpo_lab.comparisons import paired, scheme_arms
+from grpo_lab.comparisons.bed import base
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Component, Point, factorial_aliases, factorial_points
@@ -47,8 +49,6 @@ from grpo_lab.experiments.sweeps import collect
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
 from grpo_lab.runlog import read_metrics
-from grpo_lab.studies import paired, schemes
-from grpo_lab.studies.base import base
 
 GROUP_REWARD_NORM: Component = ({"advantage": "grpo"}, {"advantage": "dr_grpo"})
 """grpo's std scaling of the group advantage: on is grpo's advantage, off the mean-centred advantage
@@ -135,9 +135,11 @@ def stored_reference_gain(profile: str, root: str | Path | None = None) -> float
     (`studies.schemes`, whose runs the verdict table reads; their first seeds are also the ablation
     study's base runs) that are current in the store `root` (default: the profile's); None when none
     is. Nothing is trained."""
-    chosen = schemes.settings(profile)
+    chosen = scheme_arms.settings(profile)
     reference = next(
-        p.config for p in schemes.design(chosen, [schemes.REFERENCE]) if p.label == schemes.REFERENCE
+        p.config
+        for p in scheme_arms.design(chosen, [scheme_arms.REFERENCE])
+        if p.label == scheme_arms.REFERENCE
     )
     where = Path(chosen.runs_dir() if root is None else root).resolve()
     found = [run_dir(reference.replace(seed=seed), where) for seed in chosen.seeds]

@@ -189,7 +189,7 @@ REVIEW: tuple[ReviewTrick, ...] = (
         "组内奖励标准化",
         "group reward normalization",
         Ratings("低", "中", "中", "极低", "必开"),
-        "screen factor group_reward_norm (studies.screen.FACTORS): grpo's std-scaled group advantage "
+        "screen factor group_reward_norm (comparisons.screen.FACTORS): grpo's std-scaled group advantage "
         "against the mean-centred one of Dr. GRPO",
         (Source("group_reward_norm", SCREEN),),
     ),

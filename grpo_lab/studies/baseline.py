@@ -1,4 +1,4 @@
-"""The baseline study (notebook 01): the study base (`studies.base`, GRPO on the test bed) trained
+"""The baseline study (notebook 01): the study base (`comparisons.bed.base`, GRPO on the test bed) trained
 over several seeds, its training and validation curves and a summary table of its final values. Every
 other study compares against these runs; they share the run store with any study that asks for the
 same configuration. `settings` / `design` / `run`, then `summary` and `figure`."""
@@ -11,10 +11,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import plots, stats
+from grpo_lab.comparisons.bed import BASE_RUNS, base
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
-from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies.base import base
+from grpo_lab.profiles import Profile
 
 CURVES = (
     "reward",
@@ -30,15 +30,13 @@ SUMMARY = ("val/accuracy", "val/reward", "reward", "kl/exact", "entropy", "compl
 """the metrics of the summary table (each run's last logged value)"""
 SMOOTH = 5
 """training metrics are drawn as a trailing mean over this many logged steps (validation never is)"""
-FULL = Budget(seeds=(0, 1, 2), steps=60, eval_every=5, scored_tail=True)
-"""under the full profile: 3 seeds of 60 steps, validated before the first update and every 5 steps
-in the scored tail: the schemes' grpo runs (`studies.schemes.FULL`), so they cost nothing more"""
+FULL = BASE_RUNS
+"""under the full profile: the base's runs of `comparisons.bed.BASE_RUNS`, which 09's claims share"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
-    `seeds` and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+`seeds` and `steps` as the notebook sets them."""
 
 
 def design(settings: Profile) -> list[Point]:

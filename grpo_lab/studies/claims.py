@@ -40,13 +40,13 @@ from grpo_lab.analysis.claims import (
     greater,
     less,
 )
+from grpo_lab.comparisons import timing
+from grpo_lab.comparisons.bed import BASE_RUNS, base
 from grpo_lab.config import Config
 from grpo_lab.experiments import run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
-from grpo_lab.studies import baseline, cost
-from grpo_lab.studies.base import base
 
 FAILURE_GRID = {"learning_rate": (1e-4, 1e-3), "kl_coef": (0.01, 0.2)}
 """the configurations over which the share of failing runs is counted: a slow and a fast learning
@@ -443,7 +443,7 @@ def settings(
     02's and the schemes' first look are, so the control arm is the grpo runs of 01 and 03 and an arm
     equal to one of 02's points, batch norm on group norm, is 02's run; `steps` overrides its steps);
     'cost', the profile of `cost` (08's runs); `seeds` as the notebook sets them, for both."""
-    return {"training": baseline.settings(profile, seeds, steps), "cost": cost.settings(profile, seeds)}
+    return {"training": BASE_RUNS.settings(profile, seeds, steps), "cost": timing.settings(profile, seeds)}
 
 
 def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
@@ -455,13 +455,13 @@ def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
 
 def design(settings: Mapping[str, Profile], claims: Sequence[Claim] | None = None) -> dict[str, list[Point]]:
     """Design -> the points of every configuration the claims (default: the profile's `catalogue`)
-    need there, on that design's base (the study base, `studies.base`, for 'training'; `cost`'s for
+    need there, on that design's base (the study base, `comparisons.bed.base`, for 'training'; `cost`'s for
     'cost'), each labelled by its overrides (`arm_label`); a design no claim uses has no points."""
     chosen = catalogue(settings["training"].name) if claims is None else claims
     unknown = sorted({c.design for c in chosen} - set(settings))
     if unknown:
         raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
-    bases: dict[str, Callable[[Profile], Config]] = {"training": base, "cost": cost.base_config}
+    bases: dict[str, Callable[[Profile], Config]] = {"training": base, "cost": timing.base_config}
     designs: dict[str, list[Point]] = {name: [] for name in bases}
     for name, make_base in bases.items():
         wanted = [c for c in chosen if c.design == name]
@@ -492,14 +492,14 @@ def run(
     """Train (or load) every design over its profile's seeds into `root` (default: each profile's
     run store). Training configurations run in the pool (`options` as for
     `experiments.run_design`), failures recorded; cost configurations are timed one after the other
-    in this process by `cost.run`."""
+    in this process by `timing.run`."""
     metrics, failed = {}, set()
     for name, points in designs.items():
         if not points:
             continue
         where = settings[name].runs_dir() if root is None else root
         if name == "cost":
-            metrics[name] = cost.run(points, settings[name], where)
+            metrics[name] = timing.run(points, settings[name], where)
             continue
         result = run_design(points, settings[name].seeds, where, **options)
         metrics[name] = result.metrics

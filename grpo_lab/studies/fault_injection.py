@@ -1,4 +1,4 @@
-"""The fault-injection study (notebook 04): every scheme on the study base (`studies.base`), clean
+"""The fault-injection study (notebook 04): every scheme on the study base (`comparisons.bed.base`), clean
 and under each level of each injected fault (`studies.fault_points`), the fault-injection step of
 Evaluation guide §6.4 Fault injection (docs/sources.md). `settings` / `design` / `run`, then the
 measures: the final validation accuracy against each fault's level (`figure`), each condition's
@@ -14,26 +14,17 @@ import pandas as pd
 
 from grpo_lab.analysis import alarms, plots, robustness, stats
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
+from grpo_lab.comparisons.bed import base
+from grpo_lab.comparisons.point_sets import FAULTS, SMOKE_FAULTS, fault_points, for_profile
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies.base import base
-from grpo_lab.studies.designs import fault_points, for_profile
 
 COLUMNS = ["scheme", "fault", "level", "condition"]
 """the design's columns that identify a condition"""
 METRIC = "val/accuracy"
 SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c")
 """the schemes put under faults"""
-FAULTS: dict[str, list[Any]] = {
-    "fault_reward_sigma": [1.0],
-    "fault_repeat_k": [6],
-    "fault_reward_flip": [0.4],
-    "fault_long_frac": [0.5],
-    "fault_stale_k": [4],
-    "fault_sampler_dtype": ["bfloat16"],
-}
-"""config field -> levels; the clean run (the field's default) is included for every scheme"""
 SMOKE_KEEP = 1
 """the smoke profile keeps only the first scheme and the first fault"""
 FULL = Budget(seeds=(0, 1, 2), steps=8, eval_every=2, val_size=50)
@@ -42,10 +33,9 @@ evaluations) on 50 prompts: faults act from the first step, and the diagnostics 
 metrics, so short runs show them (`docs/studies.md`, "Sizing the full profile")"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few steps and prompts
-    otherwise; `seeds` and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few steps and prompts
+otherwise; `seeds` and `steps` as the notebook sets them."""
 
 
 def schemes(settings: Profile) -> list[str]:
@@ -55,8 +45,8 @@ def schemes(settings: Profile) -> list[str]:
 
 def injected(settings: Profile) -> dict[str, list[Any]]:
     """The faults the profile injects: all of `FAULTS` under the full profile, the first
-    `SMOKE_KEEP` otherwise."""
-    return for_profile(dict(FAULTS), settings, SMOKE_KEEP)
+    `SMOKE_FAULTS` otherwise."""
+    return for_profile(dict(FAULTS), settings, SMOKE_FAULTS)
 
 
 def design(settings: Profile) -> list[Point]:

@@ -1,6 +1,6 @@
 """Fault injection with power (notebook 17; Evaluation guide §6.4, `docs/sources.md`): every scheme of
 the scheme study (`studies.schemes`, with its matched comparator) clean and under each fault of
-notebook 04 (`faults.FAULTS`), on the scheme study's 60-step runs and its headline score, so that a
+notebook 04 (`point_sets.FAULTS`), on the scheme study's 60-step runs and its headline score, so that a
 robustness effect has a score whose paired sd is known, an interval within the score's range and an
 MDE. Notebook 04 keeps its 8-step runs: they are what its diagnostics read (faults act from the first
 step), not a robustness verdict.
@@ -28,16 +28,16 @@ import pandas as pd
 
 from grpo_lab.analysis import power, robustness
 from grpo_lab.analysis.robustness import CLEAN, CLEAN_CONDITION
+from grpo_lab.comparisons import paired, point_sets, scheme_arms, sequential_seeds
+from grpo_lab.comparisons.bed import base, described
+from grpo_lab.comparisons.point_sets import for_profile
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Profile
-from grpo_lab.studies import faults, paired, schemes
-from grpo_lab.studies.base import base, described
-from grpo_lab.studies.designs import for_profile
 
 COLUMNS = ["scheme", "fault", "level", "condition"]
 """the design's columns that identify a condition (as notebook 04's)"""
-FULL = schemes.FIRST_LOOK
+FULL = scheme_arms.FIRST_LOOK
 """under the full profile: the scheme study's runs over its first look, so that every clean run is one
 notebook 03 already holds"""
 COLOURS = {
@@ -51,23 +51,22 @@ SEEDS_SHOWN = 200
 """`relative`'s seeds_needed is inf beyond this many seeds"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise; `seeds`
-    and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise; `seeds`
+and `steps` as the notebook sets them."""
 
 
 def injected(settings: Profile) -> dict[str, list[Any]]:
-    """Notebook 04's faults (`faults.FAULTS`) under the full profile, the first alone otherwise."""
-    return for_profile(dict(faults.FAULTS), settings, faults.SMOKE_KEEP)
+    """Notebook 04's faults (`point_sets.FAULTS`) under the full profile, the first alone otherwise."""
+    return for_profile(dict(point_sets.FAULTS), settings, point_sets.SMOKE_FAULTS)
 
 
 def design(settings: Profile) -> list[Point]:
-    """Each scheme of the scheme study with its matched comparator (`schemes.design`'s arms: their
+    """Each scheme of the scheme study with its matched comparator (`scheme_arms.design`'s arms: their
     clean configs are its runs), clean and under each level of each fault of `injected`, one fault at
     a time; columns `COLUMNS` as in notebook 04 (`robustness.condition_label`)."""
     points = []
-    for arm in schemes.design(settings):
+    for arm in scheme_arms.design(settings):
         clean = {"scheme": arm.label, "fault": CLEAN, "level": CLEAN, "condition": CLEAN_CONDITION}
         points.append(Point(f"{arm.label}, clean", clean, arm.config))
         for fault, levels in injected(settings).items():
@@ -105,9 +104,9 @@ def crashes(result: SweepResult) -> pd.DataFrame:
 
 def margin(scored: pd.DataFrame) -> float:
     """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's clean gain (`verdicts.gain`),
-    `schemes.MIN_MARGIN` where grpo learned nothing."""
-    clean = scored[(scored["scheme"] == schemes.REFERENCE) & (scored["condition"] == CLEAN_CONDITION)]
-    return schemes.margin_of(clean)
+    `sequential_seeds.MIN_MARGIN` where grpo learned nothing."""
+    clean = scored[(scored["scheme"] == scheme_arms.REFERENCE) & (scored["condition"] == CLEAN_CONDITION)]
+    return sequential_seeds.margin_of(clean)
 
 
 def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -115,11 +114,11 @@ def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     (`robustness.degradation`: diff, 95% interval, MDE, verdict against `margin`), the schemes in the
     scheme study's order."""
     table = robustness.degradation(scored, "score", margin=margin)
-    return table.sort_values("scheme", key=schemes.order, kind="stable", ignore_index=True)
+    return table.sort_values("scheme", key=scheme_arms.order, kind="stable", ignore_index=True)
 
 
 def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """Per scheme row of the scheme study (`schemes.arms`: against grpo, and against its matched
+    """Per scheme row of the scheme study (`scheme_arms.arms`: against grpo, and against its matched
     comparator) and fault condition, the scheme's change under the fault minus the control's, paired
     on seeds (`power.paired` of the two changes per seed): positive, the scheme loses less. Columns:
     row, kind, treatment, control, condition, n, diff, lo, hi, mde, verdict (against `margin`), and
@@ -127,7 +126,7 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     (`power.seeds_needed`; inf beyond `SEEDS_SHOWN`), what deciding the row would take."""
     change = _per_seed_changes(scored)
     rows = []
-    for name, kind, treatment, control in schemes.arms(set(scored["scheme"])):
+    for name, kind, treatment, control in scheme_arms.arms(set(scored["scheme"])):
         for condition in dict.fromkeys(change.loc[change["scheme"] == treatment, "condition"]):
             t = _series(change, treatment, condition)
             c = _series(change, control, condition)
@@ -170,7 +169,7 @@ def figure(changed: pd.DataFrame, margin: float, settings: Profile) -> plt.Figur
     conditions = list(dict.fromkeys(changed["condition"]))
     size = (max(2.6 * len(conditions) + 1.5, 8), 0.32 * changed["scheme"].nunique() + 2.2)
     fig, axes = plt.subplots(1, len(conditions), figsize=size, squeeze=False, sharey=True)
-    names = [s for s in schemes.SCHEMES if s in set(changed["scheme"])][::-1]
+    names = [s for s in scheme_arms.SCHEMES if s in set(changed["scheme"])][::-1]
     y = {name: i for i, name in enumerate(names)}
     for ax, condition in zip(axes[0], conditions):
         rows = changed[changed["condition"] == condition]

@@ -42,17 +42,16 @@ import torch
 from torch import Tensor
 
 from grpo_lab.analysis.stats import curve, mean_interval
+from grpo_lab.comparisons.bed import base as study_base
 from grpo_lab.config import Config
-from grpo_lab.evaluation import encode_prompts
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.models.loading import Policy, load_policy
 from grpo_lab.models.logprobs import completion_logits
-from grpo_lab.models.sampler import Rollout, sample
+from grpo_lab.models.sampler import Rollout, encode_prompts, sample
 from grpo_lab.objective import kl_estimate
 from grpo_lab.objective.advantages import reward_to_go
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies.base import base as study_base
 from grpo_lab.tasks import Task, make_task
 from grpo_lab.training import checkpoint
 
@@ -79,10 +78,9 @@ GRADIENTS_FILE = "kl_gradients.csv"
 """in a run's directory: the placements' gradient measures of its snapshots (`measure_run`)"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise,
-    validated only at the ends under every profile; `seeds` and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise,
+validated only at the ends under every profile; `seeds` and `steps` as the notebook sets them."""
 
 
 def sizes(settings: Profile) -> tuple[int, int]:
@@ -92,7 +90,7 @@ def sizes(settings: Profile) -> tuple[int, int]:
 
 
 def study_config(settings: Profile, snapshots: int = SNAPSHOTS) -> Config:
-    """The study base (`studies.base`: GRPO, k3 in the loss) with a checkpoint every
+    """The study base (`comparisons.bed.base`: GRPO, k3 in the loss) with a checkpoint every
     steps // snapshots steps (at least 1)."""
     if snapshots < 1:
         raise ValueError(f"snapshots must be >= 1, got {snapshots}")

@@ -1,7 +1,7 @@
 """The long-horizon verdicts (notebook 15; Evaluation guide §6.5 and §10: training must cover the phase
 where the policy entropy clearly falls, and no method is judged by its early reward): every scheme of
 the scheme study (`studies.schemes`) against grpo and against its matched comparator, on the study
-base, at the horizon the pilot of notebook 05 fixed (`horizon.pilot`: the entropy down 40% and the
+base, at the horizon the pilot of notebook 05 fixed (`horizon_pilot.pilot`: the entropy down 40% and the
 headline past its knee), paired on seeds under the scheme study's sequential rule, validated from
 step 0 so that the curves show when a run turns. Each verdict is then set beside its 60-step one
 (notebook 03's runs; `analysis.reversals`), and whether the early training reward predicts the end
@@ -23,12 +23,12 @@ import pandas as pd
 from grpo_lab.analysis import horizon as trajectories
 from grpo_lab.analysis import plots
 from grpo_lab.analysis.scores import GREEDY, HEADLINE
+from grpo_lab.comparisons import horizon_pilot, scheme_arms, sequential_seeds
+from grpo_lab.comparisons.bed import described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import PROFILES, Budget, Profile
-from grpo_lab.studies import horizon, schemes
-from grpo_lab.studies.base import described
 
 SEEDS = tuple(range(6))
 """paired seeds at most, under the scheme study's sequential rule (looks at 3 and 6 seeds)"""
@@ -41,21 +41,21 @@ CURVES = (HEADLINE.metric, GREEDY.metric, "val/pass@4", "entropy", "kl/exact", "
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
     """The study's profile: under the full profile, up to `SEEDS` of `steps` steps (default: the
-    horizon the pilot's runs in the profile's store fix, `horizon.stored_horizon`; the pilot's length,
+    horizon the pilot's runs in the profile's store fix, `horizon_pilot.stored_horizon`; the pilot's length,
     an upper bound for `grpo-lab plan`, while they fix none), validated every `EVAL_EVERY`; the smoke
     profile's few otherwise."""
     if steps is None and profile == "full":
-        pilot = horizon.pilot_settings(profile)
-        steps = horizon.stored_horizon(pilot, PROFILES[profile].runs_dir()) or pilot.steps
-    return Budget(SEEDS, steps or horizon.PILOT.steps, EVAL_EVERY).settings(profile, seeds, steps)
+        pilot = horizon_pilot.pilot_settings(profile)
+        steps = horizon_pilot.stored_horizon(pilot, PROFILES[profile].runs_dir()) or pilot.steps
+    return Budget(SEEDS, steps or horizon_pilot.PILOT.steps, EVAL_EVERY).settings(profile, seeds, steps)
 
 
 def design(settings: Profile) -> list[Point]:
-    """Every scheme of the scheme study and its matched comparator (`schemes.design`) at the horizon;
+    """Every scheme of the scheme study and its matched comparator (`scheme_arms.design`) at the horizon;
     an arm without a KL term logs the exact KL to the reference all the same (`kl_monitor`: a
     reference forward per step, nothing learned changes), so that every arm's KL and its volatility
     over the long horizon can be set side by side (Evaluation guide §4.2)."""
-    return [monitored(p) for p in schemes.design(settings)]
+    return [monitored(p) for p in scheme_arms.design(settings)]
 
 
 def monitored(point: Point) -> Point:
@@ -68,39 +68,40 @@ def monitored(point: Point) -> Point:
 
 def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
     """The pilot's runs (`horizon`, so that the plan prices it before the horizon it fixes), then the
-    design's under the sequential rule (`schemes.runs`, against the store `root`; None: an empty
+    design's under the sequential rule (`sequential_seeds.runs`, against the store `root`; None: an empty
     one)."""
-    pilot = horizon.pilot_settings(settings.name)
-    fixing = [p.config.replace(seed=s) for p in horizon.pilot_design(pilot) for s in pilot.seeds]
-    return fixing + schemes.runs(points, settings, root)
+    pilot = horizon_pilot.pilot_settings(settings.name)
+    fixing = [p.config.replace(seed=s) for p in horizon_pilot.pilot_design(pilot) for s in pilot.seeds]
+    return fixing + sequential_seeds.runs(points, settings, root)
 
 
 def run(points: Sequence[Point], settings: Profile, **options: Any) -> SweepResult:
-    """Train (or load) the design look by look under the sequential rule (`schemes.run`), once the
+    """Train (or load) the design look by look under the sequential rule (`sequential_seeds.run`), once the
     stored pilot has fixed the horizon under the full profile (an error otherwise: the runs would
     have the pilot's length, not the horizon's). `options` as for `experiments.execute`."""
     if settings.name == "full":
-        pilot = horizon.pilot_settings(settings.name)
-        fixed = horizon.stored_horizon(pilot, settings.runs_dir())
+        pilot = horizon_pilot.pilot_settings(settings.name)
+        fixed = horizon_pilot.stored_horizon(pilot, settings.runs_dir())
         if fixed is None:
             raise ValueError(
                 "the pilot has fixed no horizon (not stored, its entropy never fell far enough, or its "
-                "knee lies in its last part: see horizon.pilot): lengthen horizon.PILOT and train it first"
+                "knee lies in its last part: see horizon_pilot.pilot): lengthen horizon_pilot.PILOT and "
+                "train it first"
             )
         if fixed != settings.steps:
             raise ValueError(f"the pilot fixes {fixed} steps, these settings have {settings.steps}")
-    return schemes.run(points, settings, **options)
+    return sequential_seeds.run(points, settings, **options)
 
 
 def table(result: SweepResult, settings: Profile) -> pd.DataFrame:
-    """The verdict rows at the horizon (`schemes.rule_table`: the sequential rule against grpo's own
+    """The verdict rows at the horizon (`sequential_seeds.rule_table`: the sequential rule against grpo's own
     gain at this horizon)."""
-    return schemes.rule_table(result, settings)
+    return sequential_seeds.rule_table(result, settings)
 
 
 def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:
-    """The verdict rows as a forest plot (`schemes.figure`: its title names the steps, the horizon)."""
-    return schemes.figure(verdict_table, settings)
+    """The verdict rows as a forest plot (`scheme_arms.figure`: its title names the steps, the horizon)."""
+    return scheme_arms.figure(verdict_table, settings)
 
 
 def title(settings: Profile) -> str:
@@ -110,21 +111,21 @@ def title(settings: Profile) -> str:
 
 def figure_curves(result: SweepResult, settings: Profile) -> plt.Figure:
     """The `CURVES` per scheme: mean and 95% t-interval over seeds (training curves smoothed over
-    `horizon.SMOOTH` logged steps, validation never)."""
+    `horizon_pilot.SMOOTH` logged steps, validation never)."""
     shown = [m for m in CURVES if m in result.metrics]
-    return plots.curves(result.metrics, shown, by="label", smooth=horizon.SMOOTH, title=title(settings))
+    return plots.curves(result.metrics, shown, by="label", smooth=horizon_pilot.SMOOTH, title=title(settings))
 
 
 def by_horizon(
     short: SweepResult, short_settings: Profile, long: SweepResult, settings: Profile
 ) -> dict[str, pd.DataFrame]:
     """The scheme verdicts at the scheme study's horizon (notebook 03's runs, under their settings) and
-    at the long one (`schemes.rule_table` each: the sequential rule against that horizon's own grpo
+    at the long one (`sequential_seeds.rule_table` each: the sequential rule against that horizon's own grpo
     gain), keyed 'short, N steps' and 'long, M steps' (`analysis.reversals.matrix` reads the second
     against the first)."""
     return {
-        f"short, {short_settings.steps} steps": schemes.rule_table(short, short_settings),
-        f"long, {settings.steps} steps": schemes.rule_table(long, settings),
+        f"short, {short_settings.steps} steps": sequential_seeds.rule_table(short, short_settings),
+        f"long, {settings.steps} steps": sequential_seeds.rule_table(long, settings),
     }
 
 

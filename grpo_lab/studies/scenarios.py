@@ -39,14 +39,14 @@ import pandas as pd
 
 from grpo_lab.analysis import problems, reversals, verdicts
 from grpo_lab.analysis.problems import Presence
+from grpo_lab.comparisons import scheme_arms, sequential_seeds
+from grpo_lab.comparisons.bed import described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies import schemes
-from grpo_lab.studies.base import described
 
-REFERENCE = schemes.REFERENCE
+REFERENCE = scheme_arms.REFERENCE
 MATCHED = "grpo_no_kl"
 """the length bias's per-sequence arm: grpo without its KL term, dr_grpo's matched comparator, so that
 the check compares the normalizations alone (grpo against dr_grpo also compares a KL term with none)"""
@@ -121,24 +121,23 @@ caps the four beds cost more than twice the base's study (every bed keeps every 
 too, with the smoke profile's arms of the scheme study and what its check reads)"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
-    `seeds` and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+`seeds` and `steps` as the notebook sets them."""
 
 
 def arms(settings: Profile, scenario: Scenario) -> tuple[str, ...]:
-    """The schemes a bed compares: the scheme study's (`schemes.compared`) and those its check needs,
-    in the order of `schemes.SCHEMES`."""
-    wanted = {*schemes.compared(settings), *scenario.needs}
-    return tuple(s for s in schemes.SCHEMES if s in wanted)
+    """The schemes a bed compares: the scheme study's (`scheme_arms.compared`) and those its check needs,
+    in the order of `scheme_arms.SCHEMES`."""
+    wanted = {*scheme_arms.compared(settings), *scenario.needs}
+    return tuple(s for s in scheme_arms.SCHEMES if s in wanted)
 
 
 def design(settings: Profile) -> dict[str, list[Point]]:
-    """Per bed, the scheme study's design (`schemes.design`: each scheme and its matched comparator)
+    """Per bed, the scheme study's design (`scheme_arms.design`: each scheme and its matched comparator)
     with the bed's changes on every arm."""
     return {
-        name: schemes.design(settings, arms(settings, scenario), **dict(scenario.changes))
+        name: scheme_arms.design(settings, arms(settings, scenario), **dict(scenario.changes))
         for name, scenario in SCENARIOS.items()
     }
 
@@ -146,15 +145,15 @@ def design(settings: Profile) -> dict[str, list[Point]]:
 def runs(
     designs: Mapping[str, Sequence[Point]], settings: Profile, root: str | Path | None = None
 ) -> list[Config]:
-    """The runs every bed needs under the scheme study's sequential rule (`schemes.runs`, against the
+    """The runs every bed needs under the scheme study's sequential rule (`sequential_seeds.runs`, against the
     store `root`; None: an empty one)."""
-    return [config for points in designs.values() for config in schemes.runs(points, settings, root)]
+    return [config for points in designs.values() for config in sequential_seeds.runs(points, settings, root)]
 
 
 def run(designs: Mapping[str, Sequence[Point]], settings: Profile, **options: Any) -> dict[str, SweepResult]:
-    """Train (or load) every bed look by look under the sequential rule (`schemes.run`); `options` as
+    """Train (or load) every bed look by look under the sequential rule (`sequential_seeds.run`); `options` as
     for `experiments.execute`."""
-    return {name: schemes.run(points, settings, **options) for name, points in designs.items()}
+    return {name: sequential_seeds.run(points, settings, **options) for name, points in designs.items()}
 
 
 def presence(results: Mapping[str, SweepResult]) -> pd.DataFrame:
@@ -169,11 +168,11 @@ def tables(
     results: Mapping[str, SweepResult], settings: Profile, base: SweepResult, base_settings: Profile
 ) -> dict[str, pd.DataFrame]:
     """The verdict table of the base (notebook 03's runs, under its own settings) and of every bed
-    (`schemes.rule_table`: each scheme against grpo and against its matched comparator, decided by
+    (`sequential_seeds.rule_table`: each scheme against grpo and against its matched comparator, decided by
     the scheme study's sequential rule against `MARGIN_OF_GAIN` times that bed's own grpo gain)."""
     return {
-        BASE: schemes.rule_table(base, base_settings),
-        **{name: schemes.rule_table(result, settings) for name, result in results.items()},
+        BASE: sequential_seeds.rule_table(base, base_settings),
+        **{name: sequential_seeds.rule_table(result, settings) for name, result in results.items()},
     }
 
 

@@ -35,15 +35,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import power, reversals, stats, verdicts
+from grpo_lab.comparisons import paired, scheme_arms, sequential_seeds
+from grpo_lab.comparisons.bed import base, described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.profiles import Profile
-from grpo_lab.studies import paired, schemes
-from grpo_lab.studies.base import base, described
 
-FULL = schemes.FIRST_LOOK
+FULL = scheme_arms.FIRST_LOOK
 """under the full profile: the scheme study's runs over its first look, so that every factor-1 run is
 one notebook 03 already holds"""
 OPEN_SIDE = 0.5
@@ -113,10 +113,9 @@ FRESH_SEEDS = 3
 """the confirmation's seeds under the full profile (1 under the smoke profile), after the profile's own"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise; `seeds`
-    and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise; `seeds`
+and `steps` as the notebook sets them."""
 
 
 def knobs(settings: Profile) -> tuple[Knob, ...]:
@@ -130,11 +129,11 @@ def knobs(settings: Profile) -> tuple[Knob, ...]:
 
 
 def design(settings: Profile) -> list[Point]:
-    """For each scheme of the scheme study (`schemes.compared`, with its matched comparator) and each
+    """For each scheme of the scheme study (`scheme_arms.compared`, with its matched comparator) and each
     knob it has, one point per factor: label 'scheme knob xF', columns `scheme`, `knob` and `factor`.
-    The factor-1 points of a scheme are one config (trained once, `schemes.design`'s arm)."""
+    The factor-1 points of a scheme are one config (trained once, `scheme_arms.design`'s arm)."""
     points = []
-    for arm in schemes.design(settings):
+    for arm in scheme_arms.design(settings):
         for knob in knobs(settings):
             if not knob.applies(arm.config):
                 continue
@@ -223,9 +222,9 @@ def scores(result: SweepResult) -> pd.DataFrame:
 
 def margin(scored: pd.DataFrame) -> float:
     """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's gain (`verdicts.gain`) at its own
-    settings, `schemes.MIN_MARGIN` where grpo learned nothing."""
-    own = scored[(scored["scheme"] == schemes.REFERENCE) & (scored["factor"] == 1.0)]
-    return schemes.margin_of(own.drop_duplicates("seed"))
+    settings, `sequential_seeds.MIN_MARGIN` where grpo learned nothing."""
+    own = scored[(scored["scheme"] == scheme_arms.REFERENCE) & (scored["factor"] == 1.0)]
+    return sequential_seeds.margin_of(own.drop_duplicates("seed"))
 
 
 def outcome_table(scored: pd.DataFrame) -> pd.DataFrame:
@@ -241,7 +240,7 @@ def outcome_table(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def _scheme_order(column: pd.Series) -> pd.Series:
-    return schemes.order(column) if column.name == "scheme" else column
+    return scheme_arms.order(column) if column.name == "scheme" else column
 
 
 def edge_table(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -276,7 +275,7 @@ def figure(scored: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure
     t-interval against the factor of the scheme's own setting (log scale), failure edges as red
     crosses; a knob the scheme lacks leaves its panel empty."""
     outcomes, found = outcome_table(scored), edge_table(scored, margin)
-    names = [s for s in schemes.SCHEMES if s in set(outcomes["scheme"])]
+    names = [s for s in scheme_arms.SCHEMES if s in set(outcomes["scheme"])]
     rows = [k for k in KNOBS if k.name in set(outcomes["knob"])]
     fig, axes = plt.subplots(
         len(rows), len(names), figsize=(2.1 * len(names) + 1, 2.2 * len(rows) + 1), squeeze=False, sharey=True
@@ -323,7 +322,7 @@ def best_rates(outcomes: pd.DataFrame) -> dict[str, float]:
 def best_rate_table(
     scored: pd.DataFrame, outcomes: pd.DataFrame, margin: float, fresh: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Each scheme row of the scheme study (`schemes.arms`: against grpo and against its matched
+    """Each scheme row of the scheme study (`scheme_arms.arms`: against grpo and against its matched
     comparator) at the shared learning rate (every scheme at factor 1) and at each side's own best
     rate (`best_rates`), paired on seeds against `margin`: row, kind, the best factors of both sides,
     then effect, interval, seeds and verdict at each, and whether the verdict turns on the rate. With
@@ -333,8 +332,8 @@ def best_rate_table(
     rates = best_rates(outcomes)
     lr = scored[scored["knob"] == "learning_rate"]
     shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
-    rows = schemes.arms(set(shared["label"]))
-    learned = verdicts.gain(shared[shared["label"] == schemes.REFERENCE])
+    rows = scheme_arms.arms(set(shared["label"]))
+    learned = verdicts.gain(shared[shared["label"] == scheme_arms.REFERENCE])
     sides = {
         "shared": shared,
         "own best": lr[lr["factor"] == lr["scheme"].map(rates)].assign(label=lambda f: f["scheme"]),

@@ -1,7 +1,7 @@
 """Sensitivity of GRPO to its main knobs, as Evaluation guide §4.6 Tuning sensitivity asks
 (docs/sources.md): "cover the learning rate, clip threshold, KL coefficient and group size; is the
 outcome smooth around the default, or is there a steep failure boundary?" Each knob is scanned
-alone around the study base (`grpo_lab.studies.base`) on short runs; the outcome against the value
+alone around the study base (`grpo_lab.comparisons.bed.base`) on short runs; the outcome against the value
 is read with `stats.sensitivity_table` and its failure edges (where the outcome falls more than a
 margin below the knob's best value) with `stats.failure_edges`. Every scheme's own scans, on the
 headline score of 60-step runs, are notebook 16's (`studies.scheme_sensitivity`).
@@ -18,11 +18,11 @@ import pandas as pd
 from matplotlib.artist import Artist
 
 from grpo_lab.analysis.stats import failure_edges, sensitivity_table
+from grpo_lab.comparisons.bed import base as study_base
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies.base import base as study_base
 
 FULL = Budget(seeds=(0, 1, 2), steps=20)
 """the short-run budget of 06 under the full profile: 3 seeds of 20 steps, validated only
@@ -30,14 +30,13 @@ before the first and after the last update (the outcome is the final validation;
 "Sizing the full profile")"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The short-run profile: `FULL` under the full profile, the smoke profile's few otherwise,
-    validated only at the ends under every profile; `seeds` and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The short-run profile: `FULL` under the full profile, the smoke profile's few otherwise,
+validated only at the ends under every profile; `seeds` and `steps` as the notebook sets them."""
 
 
 def base_config(settings: Profile) -> Config:
-    """The study base (`studies.base`) under the profile: its steps, validation interval and size."""
+    """The study base (`comparisons.bed.base`) under the profile: its steps, validation interval and size."""
     return study_base(settings)
 
 

@@ -1,5 +1,5 @@
 """The Tricks review's troubleshooting (§4, `docs/sources.md`) as runnable scenarios (notebook 13):
-each case the review describes is provoked on the study base (`studies.base`), its diagnostic rule
+each case the review describes is provoked on the study base (`comparisons.bed.base`), its diagnostic rule
 (`analysis.diagnostics`) is read on the runs, and the remedy the review prescribes is run beside it,
 paired on seeds.
 
@@ -37,14 +37,14 @@ from grpo_lab.analysis import alarms, robustness
 from grpo_lab.analysis.power import paired
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.stats import curve, seeds_shown
+from grpo_lab.comparisons import scheme_arms
+from grpo_lab.comparisons.bed import base, described
+from grpo_lab.comparisons.point_sets import for_profile, variant_points
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies import schemes as scheme_study
-from grpo_lab.studies.base import base, described
-from grpo_lab.studies.designs import for_profile, variant_points
 
 REFERENCE = "base"
 """the label of the study base, run beside every scenario"""
@@ -71,10 +71,10 @@ class Scenario:
 DRIFT: dict[str, Any] = {"learning_rate": 6e-5, "kl_coef": 0.004, "fault_reward_sigma": 1.0}
 """what makes the policy drift from the reference (§2.3: "too small a coefficient and the outputs drift
 fast"): a KL coefficient a tenth of the base's at twice its learning rate, under a noisy reward (Gaussian
-noise of sd 1, as the fault study's, `studies.faults`), which keeps every group's rewards apart and so
-keeps pushing the policy after the task's own signal is spent. Without the noise the push stops: at
-learning rate 1e-4 and this coefficient the KL jumps within 10 steps and then stays level, because
-most groups tie on reward (`docs/studies.md`, "Troubleshooting scenarios")"""
+noise of sd 1, as the fault study's, `studies.fault_injection`), which keeps every group's rewards
+apart and so keeps pushing the policy after the task's own signal is spent. Without the noise the push stops:
+at learning rate 1e-4 and this coefficient the KL jumps within 10 steps and then stays level, because most
+groups tie on reward (`docs/studies.md`, "Troubleshooting scenarios")"""
 SCENARIOS: dict[str, Scenario] = {
     "KL rising without return": Scenario(
         "Tricks review §4.1",
@@ -134,9 +134,8 @@ runs 500 steps per configuration; 100 is what a scenario needs for the trend rul
 the last half of the run)"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise."""
 
 
 def scenarios(settings: Profile) -> dict[str, Scenario]:
@@ -150,12 +149,12 @@ def conflict_arms(settings: Profile) -> dict[str, dict[str, Any]]:
 
 
 def cosine_schemes(settings: Profile) -> tuple[str, ...]:
-    """The scheme study's schemes (`schemes.compared`) other than the base's own whose loss has a KL
+    """The scheme study's schemes (`scheme_arms.compared`) other than the base's own whose loss has a KL
     term, so that the gradient of its policy term has a second component to be compared with."""
     return tuple(
         name
-        for name in scheme_study.compared(settings)
-        if name != scheme_study.REFERENCE and _kl_in_loss(base(settings, name))
+        for name in scheme_arms.compared(settings)
+        if name != scheme_arms.REFERENCE and _kl_in_loss(base(settings, name))
     )
 
 

@@ -1,14 +1,14 @@
 """The verdict table (notebook 12; `docs/sources.md`, Evaluation guide §6.3 and Tricks review
 §3.1), on the study base with one headline score: every scheme against `grpo` (paired on seeds,
 `studies.schemes`, notebook 03, under the sequential rule), every factor of the factorial screen
-(its main effect, `studies.screen`, notebook 02), every named conflict against `grpo` (paired,
+(its main effect, `comparisons.screen`, notebook 02), every named conflict against `grpo` (paired,
 `studies.ablations`) and the tricks the leave-one-out confirms (every trick on against all but that
 one, `studies.ablations`). It asks for those studies' designs under their own settings, so their
 runs are shared through the store and, after notebooks 02 and 03, this one only loads. Every row's
 margin is `analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain over its run, and `MDE / gain` its MDE
-over that gain. The scheme rows are decided by the scheme study's own sequential rule (`schemes.verdict_rule`)
-on its adjusted interval, not re-decided on a plain 95% one; every row shows the paired effect on
-greedy accuracy beside the headline one.
+over that gain. The scheme rows are decided by the scheme study's own sequential rule
+(`sequential_seeds.verdict_rule`) on its adjusted interval, not re-decided on a plain 95% one; every row shows
+the paired effect on greedy accuracy beside the headline one.
 
 The study has one settings per design, so `settings` and `design` return dicts keyed by `DESIGNS`
 (and `run` a `SweepResult` per key); the rest is the one table, its markdown and its figure."""
@@ -22,11 +22,11 @@ import pandas as pd
 
 from grpo_lab.analysis import plots, verdicts
 from grpo_lab.analysis.scores import examine as score_examination
+from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds, timing, trick_arms
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
-from grpo_lab.studies import ablations, cost, paired, schemes, screen
 
 DESIGNS = ("schemes", "screen", "conflicts", "tricks", "cost")
 """the designs of the table, each under its own study's settings; 'cost' is 08's timed runs, which
@@ -37,29 +37,29 @@ def settings(
     profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
 ) -> dict[str, Profile]:
     """The profile of each design: 'schemes', `schemes.settings` (03's runs); 'screen',
-    `screen.settings` (its blocks); 'conflicts' and 'tricks', `ablations.settings` (02's runs);
+    `screen.settings` (its blocks); 'conflicts' and 'tricks', `trick_arms.settings` (02's runs);
     `seeds` and `steps` apply to the paired designs, `steps` to the screen."""
-    paired_settings = ablations.settings(profile, seeds, steps)
+    paired_settings = trick_arms.settings(profile, seeds, steps)
     return {
-        "schemes": schemes.settings(profile, seeds, steps),
+        "schemes": scheme_arms.settings(profile, seeds, steps),
         "screen": screen.settings(profile, steps=steps),
         "conflicts": paired_settings,
         "tricks": paired_settings,
-        "cost": cost.settings(profile),
+        "cost": timing.settings(profile),
     }
 
 
 def design(settings: Mapping[str, Profile]) -> dict[str, list[Point]]:
-    """Each design under its settings: the schemes of `schemes.design`, the screen's 32 runs, the
-    conflicts with the base they are paired against, the leave-one-out of `ablations.trick_points`."""
-    conflicts = ablations.conflict_points(settings["conflicts"])
-    reference = ablations.component_points(settings["conflicts"])[0]  # the base, labelled grpo
+    """Each design under its settings: the schemes of `scheme_arms.design`, the screen's 32 runs, the
+    conflicts with the base they are paired against, the leave-one-out of `trick_arms.trick_points`."""
+    conflicts = trick_arms.conflict_points(settings["conflicts"])
+    reference = trick_arms.component_points(settings["conflicts"])[0]  # the base, labelled grpo
     return {
-        "schemes": schemes.design(settings["schemes"]),
+        "schemes": scheme_arms.design(settings["schemes"]),
         "screen": screen.design(settings["screen"]),
         "conflicts": [reference, *conflicts],
-        "tricks": ablations.trick_points(settings["tricks"]),
-        "cost": cost.design(settings["cost"]),
+        "tricks": trick_arms.trick_points(settings["tricks"]),
+        "cost": timing.design(settings["cost"]),
     }
 
 
@@ -67,7 +67,7 @@ def runs(
     designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], root: str | Path | None = None
 ) -> list[Config]:
     """The runs the designs need (what `grpo-lab plan` counts): the schemes' under the sequential
-    rule (`schemes.runs`, against the store `root`; None: an empty one), the screen's (a seed per
+    rule (`sequential_seeds.runs`, against the store `root`; None: an empty one), the screen's (a seed per
     run), the conflicts' and the leave-one-out's over their seeds."""
     over_seeds = [
         p.config.replace(seed=seed)
@@ -76,7 +76,7 @@ def runs(
         for seed in settings[name].seeds
     ]
     return [
-        *schemes.runs(designs["schemes"], settings["schemes"], root),
+        *sequential_seeds.runs(designs["schemes"], settings["schemes"], root),
         *screen.runs(designs["screen"], settings["screen"]),
         *over_seeds,
     ]
@@ -86,18 +86,18 @@ def run(
     designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], **options: Any
 ) -> dict[str, Any]:
     """Train (or load) each design in its run store: the schemes look by look under the sequential
-    rule (`schemes.run`), the screen with a seed per run (`screen.run`), the conflicts (a crash is
+    rule (`sequential_seeds.run`), the screen with a seed per run (`screen.run`), the conflicts (a crash is
     their outcome, not an error) and the leave-one-out over their seeds. `options` as for
     `experiments.execute`. The cost design is timed in this process, one run after the other
-    (`cost.run`: its tidy metrics, not a `SweepResult`)."""
+    (`timing.run`: its tidy metrics, not a `SweepResult`)."""
     return {
-        "schemes": schemes.run(designs["schemes"], settings["schemes"], **options),
+        "schemes": sequential_seeds.run(designs["schemes"], settings["schemes"], **options),
         "screen": screen.run(designs["screen"], settings["screen"], **options),
         "conflicts": paired.run(
-            designs["conflicts"], settings["conflicts"], may_fail=ablations.CONFLICTS, **options
+            designs["conflicts"], settings["conflicts"], may_fail=trick_arms.CONFLICTS, **options
         ),
         "tricks": paired.run(designs["tricks"], settings["tricks"], **options),
-        "cost": cost.run(designs["cost"], settings["cost"]),
+        "cost": timing.run(designs["cost"], settings["cost"]),
     }
 
 
@@ -110,7 +110,7 @@ def counts(results: Mapping[str, Any]) -> dict[str, dict[str, int]]:
 
 def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """Per design, one row per run with its scores: the paired designs' from their studies
-    (`schemes.scores`, `ablations.scores`), the screen's with its factor columns and every factor's
+    (`scheme_arms.scores`, `trick_arms.scores`), the screen's with its factor columns and every factor's
     activity measure where it is on."""
     screened = results["screen"]
     measured = {
@@ -120,18 +120,18 @@ def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     per_run = paired.scores(screened, measured)
     factors = screen.scores(screened).rename(columns={"run": "label", "seed": "block", "run_seed": "seed"})
     return {
-        "schemes": schemes.scores(results["schemes"]),
+        "schemes": scheme_arms.scores(results["schemes"]),
         "screen": factors.drop(columns=["score", "start"]).merge(per_run, on=["label", "seed"]),
-        "conflicts": ablations.scores(results["conflicts"]),
-        "tricks": ablations.scores(results["tricks"]),
-        "cost": cost.multiples(results["cost"]),
+        "conflicts": trick_arms.scores(results["conflicts"]),
+        "tricks": trick_arms.scores(results["tricks"]),
+        "cost": timing.multiples(results["cost"]),
     }
 
 
 def timed(results: Mapping[str, Any]) -> set[str]:
     """The rows whose step-time multiple the cost study measured (08's interleaved timing); every other
     row's `cost x` is its runs' own ratio."""
-    return set(cost.multiples(results["cost"])["label"])
+    return set(timing.multiples(results["cost"])["label"])
 
 
 def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
@@ -140,7 +140,7 @@ def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
     with the final entropy across the screen's runs (32 configurations: the spread of tricks that
     sharpen or flatten the policy), the confound a headline must not follow."""
     grpo = results["schemes"].metrics
-    return score_examination(results["screen"].metrics, grpo[grpo["label"] == schemes.REFERENCE])
+    return score_examination(results["screen"].metrics, grpo[grpo["label"] == scheme_arms.REFERENCE])
 
 
 def table(
@@ -149,36 +149,36 @@ def table(
     settings: Mapping[str, Profile] | None = None,
 ) -> pd.DataFrame:
     """The verdict table: the schemes against grpo and, where a scheme also changes what is not its
-    mechanism, against its matched comparator (`schemes.arms`), the screen's factors, the conflicts
+    mechanism, against its matched comparator (`scheme_arms.arms`), the screen's factors, the conflicts
     against grpo, then the confirmed tricks (all on against all but that one). Every row's reference gain
     is grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
     `MARGIN_OF_GAIN` times it, the screen's included. The scheme rows are the scheme study's sequential
-    rule's decisions (`schemes.verdict_rule` under `settings['schemes']`, the study's settings: required,
-    as they fix the rule's looks and cap; protocol 'sequential'); under a profile too small for a look
-    they are plain paired comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry
-    its main effects on greedy accuracy beside the headline ones. A row's `cost x` is the step-time
-    multiple the cost study measured for its scheme, trick or conflict (08: interleaved rounds on one
-    thread, so the machine's load cancels); a row the cost study does not time (the screen's
-    group_reward_norm, which is grpo's own advantage) keeps its runs' own ratio."""
+    rule's decisions (`sequential_seeds.verdict_rule` under `settings['schemes']`, the study's settings:
+    required, as they fix the rule's looks and cap; protocol 'sequential'); under a profile too small for a
+    look they are plain paired comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry
+    its main effects on greedy accuracy beside the headline ones. A row's `cost x` is the step-time multiple
+    the cost study measured for its scheme, trick or conflict (08: interleaved rounds on one thread, so the
+    machine's load cancels); a row the cost study does not time (the screen's group_reward_norm, which is
+    grpo's own advantage) keeps its runs' own ratio."""
     if settings is None or "schemes" not in settings:
         raise ValueError(
             "the scheme rows follow the scheme study's sequential rule, whose looks and cap come from "
             "its settings: pass this study's settings (verdicts.settings(profile, seeds, steps))"
         )
-    grpo = scored["schemes"][scored["schemes"]["label"] == schemes.REFERENCE]
+    grpo = scored["schemes"][scored["schemes"]["label"] == scheme_arms.REFERENCE]
     learned = verdicts.gain(grpo)
     chosen = verdicts.MARGIN_OF_GAIN * learned if margin is None else margin
-    scheme_rows = schemes.arms(set(scored["schemes"]["label"]))
+    scheme_rows = scheme_arms.arms(set(scored["schemes"]["label"]))
     conflict_labels = set(scored["conflicts"]["label"])
     conflict_rows = [
-        (c, "conflict", c, ablations.REFERENCE) for c in ablations.CONFLICTS if c in conflict_labels
+        (c, "conflict", c, trick_arms.REFERENCE) for c in trick_arms.CONFLICTS if c in conflict_labels
     ]
     trick_labels = set(scored["tricks"]["label"])
-    trick_rows = [(t, "trick", ablations.ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in trick_labels]
+    trick_rows = [(t, "trick", trick_arms.ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in trick_labels]
     screened = scored["screen"].rename(columns={"seed": "run_seed", "block": "seed"})
     effects = screen.main_effects(screened, chosen, reference_gain=learned)
     on_greedy = screen.main_effects(screened.assign(score=screened["greedy"]), chosen, reference_gain=learned)
-    rule = schemes.verdict_rule(settings["schemes"], chosen)
+    rule = sequential_seeds.verdict_rule(settings["schemes"], chosen)
     if rule is None:
         by_scheme = verdicts.compare(scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned)
     else:
@@ -199,7 +199,7 @@ def table(
     rows = pd.concat(parts, ignore_index=True)
     timed = scored["cost"].set_index("label")["multiple"]
     # 08 times each scheme against grpo; a matched row's own ratio is against its matched comparator
-    matched = {kind for _, kind, _, control in scheme_rows if control != schemes.REFERENCE}
+    matched = {kind for _, kind, _, control in scheme_rows if control != scheme_arms.REFERENCE}
     rows["cost x"] = [
         c if k in matched else timed.get(r, c) for r, k, c in zip(rows["row"], rows["kind"], rows["cost x"])
     ]

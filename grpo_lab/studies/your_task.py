@@ -28,14 +28,14 @@ from grpo_lab.analysis.effects import verdict
 from grpo_lab.analysis.plots import project_root
 from grpo_lab.analysis.scores import GREEDY, HEADLINE
 from grpo_lab.analysis.stats import mean_interval
+from grpo_lab.comparisons import paired
+from grpo_lab.comparisons.bed import base
+from grpo_lab.comparisons.point_sets import for_profile
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point, grid_points
 from grpo_lab.models.embedded import cache_root, llama_arch, new_llama
 from grpo_lab.models.tokenizer import CHARSET, build_char_tokenizer
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.studies import paired
-from grpo_lab.studies.base import base
-from grpo_lab.studies.designs import for_profile
 from grpo_lab.tasks.from_file import PREFIX, is_file_task
 
 SMOKE_ARCH = llama_arch(width=32, mlp=64, layers=2, heads=2)
@@ -57,10 +57,9 @@ FULL = Budget(seeds=(0, 1, 2), steps=20, eval_every=10, val_size=100)
 """under the full profile: 3 seeds of 20 steps, validated every 10 steps on at most 100 prompts"""
 
 
-def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
-    """The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
-    `seeds` and `steps` as the notebook sets them."""
-    return FULL.settings(profile, seeds, steps)
+settings = FULL.settings
+"""The study's profile: `FULL` under the full profile, the smoke profile's few otherwise;
+`seeds` and `steps` as the notebook sets them."""
 
 
 def compared(settings: Profile, presets: Sequence[str] | None = None) -> list[str]:

@@ -253,8 +253,8 @@ def stored_clean_runs() -> tuple[pd.DataFrame, ...]:
     """The current clean runs of the study base and of each scheme in results/ (a run of a preset on
     the study base, any seed and length, no fault), the rules that fire on them and the confirmed
     claims and the rules each run could judge: read once for the module."""
+    from grpo_lab.comparisons.bed import base
     from grpo_lab.experiments.store import is_current
-    from grpo_lab.studies.base import base
 
     if not RESULTS.is_dir():
         pytest.skip(f"no run store at {RESULTS}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "grpo_lab" / "analysis"
-FORBIDDEN = ("training", "models", "experiments", "studies", "evaluation")
+FORBIDDEN = ("training", "models", "experiments", "comparisons", "studies")
 """subpackages and modules of grpo_lab that train, sample or load a model"""
 
 

@@ -4,6 +4,7 @@ effects beyond the margin, and grpo's gain on the base is the screen's reference
 import pandas as pd
 import pytest
 
+from grpo_lab.comparisons import trick_arms
 from grpo_lab.presets import TRICKS
 from grpo_lab.studies import ablations
 
@@ -17,8 +18,8 @@ def test_a_trick_smaller_than_the_margin_is_not_confirmed():
             "verdict": ["smaller than the margin", "worse", "better"],
         }
     )
-    assert ablations.confirmed(effects) == [names[1], names[2]]
-    assert ablations.confirmed(effects.assign(verdict="smaller than the margin")) == []
+    assert trick_arms.confirmed(effects) == [names[1], names[2]]
+    assert trick_arms.confirmed(effects.assign(verdict="smaller than the margin")) == []
 
 
 def test_grpos_gain_is_read_from_the_base_runs():
@@ -31,12 +32,12 @@ def test_grpos_gain_is_read_from_the_base_runs():
 
 
 def test_the_recalibrated_arm_differs_from_the_kl_in_reward_arm_in_the_normalization_alone():
-    points = {p.label: p.config for p in ablations.component_points(ablations.settings("full"))}
+    points = {p.label: p.config for p in trick_arms.component_points(ablations.settings("full"))}
     moved, recalibrated = points[ablations.KL_IN_REWARD], points[ablations.RECALIBRATED]
     changed = {k for k, v in recalibrated.to_dict().items() if moved.to_dict()[k] != v}
     assert changed == {"advantage"} and recalibrated.advantage == "lite_ppo"
     assert points["no KL"].kl_monitor and points["no KL"].reference_forward  # its exact KL is logged
-    smoke = [p.label for p in ablations.component_points(ablations.settings("smoke"))]
+    smoke = [p.label for p in trick_arms.component_points(ablations.settings("smoke"))]
     assert ablations.RECALIBRATED not in smoke  # not without the arm it recalibrates
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from grpo_lab.comparisons.bed import TEST_BED, base
 from grpo_lab.presets import preset
 from grpo_lab.profiles import PROFILES
-from grpo_lab.studies.base import TEST_BED, base
 
 
 def test_base_is_grpo_with_the_test_bed_and_the_profile():

@@ -11,13 +11,14 @@ import pytest
 from grpo_lab import plan
 from grpo_lab.analysis import claims
 from grpo_lab.analysis.claims import Claim, arm_label, greater
+from grpo_lab.comparisons import trick_arms
+from grpo_lab.comparisons.bed import base
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import PROFILES, Profile
 from grpo_lab.studies import ablations, baseline, cost
 from grpo_lab.studies import claims as claims_study
-from grpo_lab.studies.base import base
 
 # --- the catalogue ---------------------------------------------------------------------------------
 
@@ -73,7 +74,7 @@ def test_training_claims_share_the_headline_runs():
     assert control == run_keys(baseline.design(first), first, "grpo")
     assert control <= {config.key() for config in plan.study_runs("schemes", "full")}
     two = ablations.settings("full")
-    assert batch_norm == run_keys(ablations.conflict_points(two), two, "batch norm on group norm")
+    assert batch_norm == run_keys(trick_arms.conflict_points(two), two, "batch norm on group norm")
 
 
 def test_the_training_claims_are_scored_like_the_headline_runs():

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_lab.comparisons import timing
 from grpo_lab.experiments import run_dir
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
@@ -19,7 +20,7 @@ def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():
     base = cost.base_config(cost.settings("full"))
     full = cost.design(cost.settings("full"))
     labels = [p.label for p in full]
-    assert labels[0] == cost.BASELINE and set(cost.SCHEMES) <= set(labels) and set(TRICKS) <= set(labels)
+    assert labels[0] == cost.BASELINE and set(timing.SCHEMES) <= set(labels) and set(TRICKS) <= set(labels)
     assert labels[-1] == "all_tricks" and len(labels) == len(set(labels))
     kinds = {p.label: p.columns["kind"] for p in full}
     assert kinds["dapo"] == "scheme" and kinds["learnable_temperature"] == "trick"
@@ -32,9 +33,9 @@ def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():
     assert {p.config.steps for p in full} == {cost.FULL.steps}
     assert {p.config.eval_every for p in full} == {cost.FULL.steps}  # validated only at the ends
     smoke = cost.design(cost.settings("smoke"))
-    assert [p.label for p in smoke] == [*cost.SMOKE_SCHEMES, *cost.SMOKE_TRICKS]
+    assert [p.label for p in smoke] == [*timing.SMOKE_SCHEMES, *timing.SMOKE_TRICKS]
     with pytest.raises(ValueError, match="unknown trick"):
-        cost.points(base, ["grpo"], ["warp_drive"])
+        timing.points(base, ["grpo"], ["warp_drive"])
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the peak reset reads /proc")
@@ -43,7 +44,7 @@ def test_reset_peak_memory_forgets_an_earlier_peak():
     big[::1000] = 2.0
     del big
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    resting = cost.reset_peak_memory()
+    resting = timing.reset_peak_memory()
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert after < before - 200_000  # KB: the 300 MB peak is gone
     assert 0 < resting <= after / 1024 + 1
@@ -87,12 +88,12 @@ def test_measure_loads_finished_runs_instead_of_timing_them_again(tiny_config, t
     stamp = (path / "summary.json").stat().st_mtime_ns
     again = cost.run(design, cost.settings("smoke", [0]), tmp_path)
     assert (path / "summary.json").stat().st_mtime_ns == stamp
-    assert (path / cost.RESTING_FILE).exists() and len(again) > 0
+    assert (path / timing.RESTING_FILE).exists() and len(again) > 0
 
 
 def test_every_other_round_is_timed_in_reverse_order(tiny_config):
     design = tiny_design(tiny_config)
-    order = [(c.seed, c.replace(seed=0).key()) for c in cost.timing_order(design, [3, 4, 5])]
+    order = [(c.seed, c.replace(seed=0).key()) for c in timing.timing_order(design, [3, 4, 5])]
     forward = [p.config.replace(seed=0).key() for p in design]
     assert order == [(3, k) for k in forward] + [(4, k) for k in forward[::-1]] + [(5, k) for k in forward]
 

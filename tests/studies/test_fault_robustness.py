@@ -8,7 +8,7 @@ import pytest
 from grpo_lab.analysis import power, verdicts
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.experiments import SweepResult
-from grpo_lab.studies import fault_robustness, faults, schemes
+from grpo_lab.studies import fault_injection, fault_robustness, schemes
 
 FULL = fault_robustness.settings("full")
 
@@ -17,7 +17,7 @@ def test_every_scheme_clean_and_under_each_fault_one_at_a_time():
     points = fault_robustness.design(FULL)
     arms = {p.label: p.config for p in schemes.design(schemes.settings("full"))}
     assert {p.columns["scheme"] for p in points} == set(schemes.SCHEMES)
-    assert len(points) == len(arms) * (1 + sum(len(levels) for levels in faults.FAULTS.values()))
+    assert len(points) == len(arms) * (1 + sum(len(levels) for levels in fault_injection.FAULTS.values()))
     for p in points:
         own = arms[p.columns["scheme"]]
         changed = {k for k, v in p.config.to_dict().items() if v != own.to_dict()[k]}

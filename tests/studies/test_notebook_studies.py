@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab import studies
+from grpo_lab.comparisons import bed
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.store import BEHAVIOUR, expected_start, run_dir
 from grpo_lab.profiles import STORE_ENV
 from grpo_lab.runlog import CONFIG, METRICS, SUMMARY, RunWriter, seal
-from grpo_lab.studies import baseline, faults, horizon, long_verdicts, schemes
+from grpo_lab.studies import baseline, fault_injection, long_horizon, long_verdicts, schemes
 
 
 def test_baseline_runs_the_study_base_of_its_profile():
@@ -23,26 +23,26 @@ def test_baseline_runs_the_study_base_of_its_profile():
 
 
 def test_fault_profile_carries_the_validation_size_and_the_design_is_on_the_base():
-    full = faults.settings("full")
+    full = fault_injection.settings("full")
     assert (
         (full.steps, full.eval_every, full.val_size)
         == (8, 2, 50)
         == (
-            faults.FULL.steps,
-            faults.FULL.eval_every,
-            faults.FULL.val_size,
+            fault_injection.FULL.steps,
+            fault_injection.FULL.eval_every,
+            fault_injection.FULL.val_size,
         )
     )
-    smoke = faults.settings("smoke")
+    smoke = fault_injection.settings("smoke")
     assert smoke.val_size <= 50 and smoke.steps <= full.steps
-    design = faults.design(full)
-    levels = sum(len(v) for v in faults.FAULTS.values())
-    assert len(design) == len(faults.SCHEMES) * (1 + levels)  # every scheme, every level, under full
+    design = fault_injection.design(full)
+    levels = sum(len(v) for v in fault_injection.FAULTS.values())
+    assert len(design) == len(fault_injection.SCHEMES) * (1 + levels)  # every scheme, every level, under full
     clean = design[0].config
-    assert clean.key() == studies.base(full).key()  # the clean grpo run is the study base
-    assert {p.config.task for p in design} == {studies.base(full).task}
+    assert clean.key() == bed.base(full).key()  # the clean grpo run is the study base
+    assert {p.config.task for p in design} == {bed.base(full).task}
     assert {p.config.val_size for p in design} == {50}
-    trimmed = faults.design(smoke)
+    trimmed = fault_injection.design(smoke)
     assert [p.label for p in trimmed] == ["grpo, clean", "grpo, reward_sigma=1.0"]
 
 
@@ -54,8 +54,8 @@ def test_fault_changes_are_paired_wide_tables_with_their_mde():
                          "seed": seed, "val/accuracy": clean})  # fmt: skip
             rows.append({"scheme": scheme, "fault": "fault_repeat_k", "level": "6", "condition": "repeat_k=6",
                          "seed": seed, "val/accuracy": clean - 0.2 + 0.01 * seed})  # fmt: skip
-    tables = faults.changes(pd.DataFrame(rows))
-    assert list(tables["verdict"].columns) == ["grpo", "scheme_b"]  # in the order of faults.SCHEMES
+    tables = fault_injection.changes(pd.DataFrame(rows))
+    assert list(tables["verdict"].columns) == ["grpo", "scheme_b"]  # in the order of fault_injection.SCHEMES
     assert (tables["verdict"].loc["repeat_k=6"] == "worse").all()
     assert (tables["mde"].loc["repeat_k=6"] > 0).all()
 
@@ -73,9 +73,9 @@ def test_fault_detection_pools_the_schemes_clean_first_and_leaves_failed_runs_ou
                 rows.append({"scheme": scheme, "condition": condition, "seed": seed, "status": "trained",
                              "path": str(path)})  # fmt: skip
     rows.append({"scheme": "grpo", "condition": "clean", "seed": 2, "status": "failed", "path": ""})
-    settings = faults.settings("smoke", seeds=[0, 1])
+    settings = fault_injection.settings("smoke", seeds=[0, 1])
     result = SweepResult(pd.DataFrame(), pd.DataFrame(rows))
-    fig, table = faults.detection(result, settings)
+    fig, table = fault_injection.detection(result, settings)
     assert list(table.index) == ["clean", "repeat_k=6"] and list(table["n"]) == [4, 4]
     assert table.loc["clean", "zero_variance_groups"] == 0.0
     assert table.loc["repeat_k=6", "zero_variance_groups"] == 1.0
@@ -83,11 +83,13 @@ def test_fault_detection_pools_the_schemes_clean_first_and_leaves_failed_runs_ou
 
 
 def test_horizon_profile_keeps_its_own_seeds_and_trims_the_rates_in_smoke():
-    full = horizon.settings("full")
-    assert (full.seeds, full.steps, full.eval_every) == (horizon.FULL.seeds, 500, 100)
-    assert [p.columns["learning_rate"] for p in horizon.design(full)] == list(horizon.LEARNING_RATES)
-    smoke = horizon.settings("smoke")
-    assert smoke.seeds == (0, 1) and len(horizon.design(smoke)) == horizon.SMOKE_KEEP
+    full = long_horizon.settings("full")
+    assert (full.seeds, full.steps, full.eval_every) == (long_horizon.FULL.seeds, 500, 100)
+    assert [p.columns["learning_rate"] for p in long_horizon.design(full)] == list(
+        long_horizon.LEARNING_RATES
+    )
+    smoke = long_horizon.settings("smoke")
+    assert smoke.seeds == (0, 1) and len(long_horizon.design(smoke)) == long_horizon.SMOKE_KEEP
 
 
 def pilot_logs(seeds=(0, 1, 2)) -> pd.DataFrame:
@@ -107,35 +109,35 @@ def pilot_logs(seeds=(0, 1, 2)) -> pd.DataFrame:
 
 def test_the_pilot_fixes_the_horizon_only_when_entropy_fell_and_the_knee_passed():
     metrics = pilot_logs()
-    table, steps_fixed = horizon.pilot(metrics)
+    table, steps_fixed = long_horizon.pilot(metrics)
     entropy_rows = table[table["reading"] == "entropy"]
     assert len(entropy_rows) == 3 and (entropy_rows["fall_step"] > 200).all()
     knee = table.loc[table["reading"] == "val/sampled_accuracy", "knee_step"].iloc[0]
     assert knee == 280  # the first evaluation at 90% of the rise (0.37 of 0.1 -> 0.4)
     assert steps_fixed == 300  # the later of the fall (step 215) and the knee, rounded up to 100
-    assert horizon.pilot(metrics[metrics["step"] <= 300])[1] is None  # knee in the pilot's last 20%
+    assert long_horizon.pilot(metrics[metrics["step"] <= 300])[1] is None  # knee in the pilot's last 20%
     assert (
         "entropy down"
-        in horizon.figure_pilot(metrics, horizon.pilot_settings("full"), table)._suptitle.get_text()
+        in long_horizon.figure_pilot(metrics, long_horizon.pilot_settings("full"), table)._suptitle.get_text()
     )
 
 
 def test_the_horizon_notebook_also_trains_the_pilot():
-    full = horizon.settings("full")
-    runs = horizon.runs(horizon.design(full), full)
-    pilot = [c for c in runs if c.eval_every == horizon.PILOT.eval_every]
-    assert len(runs) == len(horizon.LEARNING_RATES) + len(horizon.PILOT.seeds)
-    assert {c.seed for c in pilot} == set(horizon.PILOT.seeds)
-    assert {c.steps for c in pilot} == {horizon.PILOT.steps}
+    full = long_horizon.settings("full")
+    runs = long_horizon.runs(long_horizon.design(full), full)
+    pilot = [c for c in runs if c.eval_every == long_horizon.PILOT.eval_every]
+    assert len(runs) == len(long_horizon.LEARNING_RATES) + len(long_horizon.PILOT.seeds)
+    assert {c.seed for c in pilot} == set(long_horizon.PILOT.seeds)
+    assert {c.steps for c in pilot} == {long_horizon.PILOT.steps}
 
 
 def test_the_long_verdicts_compare_every_scheme_at_the_horizon_the_stored_pilot_fixes(tmp_path, monkeypatch):
     monkeypatch.setenv(STORE_ENV, str(tmp_path))
     before = long_verdicts.settings("full")
-    assert before.steps == horizon.PILOT.steps  # nothing stored: the pilot's length, an upper bound
+    assert before.steps == long_horizon.PILOT.steps  # nothing stored: the pilot's length, an upper bound
     runs = long_verdicts.runs(long_verdicts.design(before), before, tmp_path)
     long = [c for c in runs if c.eval_every == long_verdicts.EVAL_EVERY]
-    assert len(runs) == len(horizon.PILOT.seeds) + len(long)  # the pilot first
+    assert len(runs) == len(long_horizon.PILOT.seeds) + len(long)  # the pilot first
     assert {c.preset for c in long} == set(schemes.SCHEMES)
     assert len(long) == len(schemes.SCHEMES) * len(long_verdicts.SEEDS)
     assert all(c.reference_forward for c in long)  # every arm logs the exact KL to the reference
@@ -143,12 +145,12 @@ def test_the_long_verdicts_compare_every_scheme_at_the_horizon_the_stored_pilot_
     assert not by_arm["grpo"].kl_monitor and by_arm["grpo_no_kl"].kl_monitor
     with pytest.raises(ValueError, match="the pilot has fixed no horizon"):
         long_verdicts.run(long_verdicts.design(before), before)
-    logs = pilot_logs(horizon.PILOT.seeds)
-    for point in horizon.pilot_design(horizon.pilot_settings("full")):
-        for seed in horizon.PILOT.seeds:
+    logs = pilot_logs(long_horizon.PILOT.seeds)
+    for point in long_horizon.pilot_design(long_horizon.pilot_settings("full")):
+        for seed in long_horizon.PILOT.seeds:
             store_run(point.config.replace(seed=seed), tmp_path, logs[logs["seed"] == seed])
     after = long_verdicts.settings("full")
-    assert after.steps == 300 == horizon.stored_horizon(horizon.pilot_settings("full"), tmp_path)
+    assert after.steps == 300 == long_horizon.stored_horizon(long_horizon.pilot_settings("full"), tmp_path)
     assert {p.config.steps for p in long_verdicts.design(after)} == {300}
 
 

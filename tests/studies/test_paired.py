@@ -5,7 +5,7 @@ import pandas as pd
 from matplotlib.colors import to_rgba
 
 from grpo_lab.analysis.power import VERDICTS
-from grpo_lab.studies import paired
+from grpo_lab.comparisons import paired
 
 
 def table(protocols: list[str], seeds: list[int]) -> pd.DataFrame:

@@ -1,9 +1,10 @@
-"""Study designs: variants of a reference, schemes under faults, and the smoke profile's trimming."""
+"""Shared designs (`comparisons.point_sets`): variants of a reference, schemes under faults, and the smoke
+profile's trimming."""
 
 import pytest
 
 from grpo_lab import preset, profiles
-from grpo_lab.studies import fault_points, for_profile, variant_points
+from grpo_lab.comparisons.point_sets import fault_points, for_profile, variant_points
 
 FULL, SMOKE = profiles.profile("full"), profiles.profile("smoke")
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, STABILITY_COLUMNS
+from grpo_lab.comparisons import scheme_arms, sequential_seeds
 from grpo_lab.experiments.store import BEHAVIOUR, expected_start, run_dir
 from grpo_lab.runlog import CONFIG, METRICS, SUMMARY, seal
 from grpo_lab.studies import schemes
@@ -52,14 +53,16 @@ def test_the_design_adds_each_schemes_matched_comparator_once():
 
 def test_a_scheme_that_drops_the_kl_is_judged_against_grpo_and_against_grpo_without_it():
     labels = ["grpo", "scheme_a", "dapo", "grpo_no_kl"]
-    assert schemes.comparisons(labels) == [
+    assert scheme_arms.comparisons(labels) == [
         ("scheme_a", "grpo"),
         ("dapo", "grpo"),
         ("dapo", "grpo_no_kl"),
         ("grpo_no_kl", "grpo"),
     ]
-    assert schemes.comparisons(["grpo", "dapo"]) == [("dapo", "grpo")]  # no comparator arm, no matched pair
-    assert schemes.arms(set(labels)) == [
+    assert scheme_arms.comparisons(["grpo", "dapo"]) == [
+        ("dapo", "grpo")
+    ]  # no comparator arm, no matched pair
+    assert scheme_arms.arms(set(labels)) == [
         ("scheme_a", "scheme", "scheme_a", "grpo"),
         ("dapo", "scheme", "dapo", "grpo"),
         ("dapo", "scheme vs grpo_no_kl", "dapo", "grpo_no_kl"),
@@ -69,7 +72,7 @@ def test_a_scheme_that_drops_the_kl_is_judged_against_grpo_and_against_grpo_with
 
 def test_a_clear_arm_stops_at_the_first_look_and_a_close_one_goes_on(tmp_path):
     settings = schemes.settings("full")
-    assert schemes.looks(settings) == (3, 6, 9) and settings.seeds == tuple(range(9))
+    assert sequential_seeds.looks(settings) == (3, 6, 9) and settings.seeds == tuple(range(9))
     points = schemes.design(settings, ["grpo", "scheme_a", "dapo"])
     by = {p.label: p.config for p in points}
     everything = schemes.runs(points, settings, None)
@@ -79,7 +82,7 @@ def test_a_clear_arm_stops_at_the_first_look_and_a_close_one_goes_on(tmp_path):
         store_run(by["dapo"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below both
         store_run(by["grpo_no_kl"].replace(seed=seed), tmp_path, 0.3 - CLOSE[seed] / 40)  # far above grpo
         store_run(by["scheme_a"].replace(seed=seed), tmp_path, 0.2 + CLOSE[seed])
-    chosen, open_arms = schemes.sequential_seeds(points, settings, tmp_path)
+    chosen, open_arms = sequential_seeds.sequential_seeds(points, settings, tmp_path)
     assert open_arms == {"scheme_a", "grpo"}
     assert chosen == {
         "grpo": tuple(range(6)),
@@ -96,7 +99,7 @@ def test_an_arm_decided_against_grpo_goes_on_while_its_matched_comparison_is_ope
     settings = schemes.settings("full")
     points = schemes.design(settings, ["grpo", "scheme_a", "dapo"])
     by = {p.label: p.config for p in points}
-    assert schemes.sequential_seeds(points, settings, tmp_path) == (
+    assert sequential_seeds.sequential_seeds(points, settings, tmp_path) == (
         {label: (0, 1, 2) for label in by},
         set(by),
     )
@@ -105,7 +108,7 @@ def test_an_arm_decided_against_grpo_goes_on_while_its_matched_comparison_is_ope
         store_run(by["scheme_a"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below grpo
         store_run(by["dapo"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below grpo ...
         store_run(by["grpo_no_kl"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed])  # ... close to grpo_no_kl
-    chosen, open_arms = schemes.sequential_seeds(points, settings, tmp_path)
+    chosen, open_arms = sequential_seeds.sequential_seeds(points, settings, tmp_path)
     # dapo against grpo and scheme_a are decided; dapo against grpo_no_kl, and grpo_no_kl against grpo
     # (noisy), are not: dapo, grpo_no_kl and grpo take the next look's seeds, scheme_a stops
     assert open_arms == {"dapo", "grpo_no_kl", "grpo"}
@@ -153,20 +156,20 @@ def test_the_table_has_a_row_against_the_matched_comparator_with_grpos_margin():
 
 def test_outside_the_full_profile_every_seed_is_one_look():
     smoke = schemes.settings("smoke")
-    assert schemes.looks(smoke) == (len(smoke.seeds),)
+    assert sequential_seeds.looks(smoke) == (len(smoke.seeds),)
     short = replace(schemes.settings("full"), seeds=(0, 1))
-    assert schemes.looks(short) == (2,)
+    assert sequential_seeds.looks(short) == (2,)
 
 
 def test_the_rule_closes_at_the_cap_and_the_plan_then_counts_only_what_was_taken(tmp_path):
     settings = replace(schemes.settings("full"), seeds=(0, 1, 2, 3, 4, 5))
-    assert schemes.looks(settings) == (3, 6)
+    assert sequential_seeds.looks(settings) == (3, 6)
     points = schemes.design(settings, ["grpo", "scheme_a"])
     by = {p.label: p.config for p in points}
     close = (0.02, -0.015, 0.005, -0.01, 0.012, -0.004)
     for seed in settings.seeds:
         store_run(by["grpo"].replace(seed=seed), tmp_path, 0.2)
         store_run(by["scheme_a"].replace(seed=seed), tmp_path, 0.2 + close[seed])
-    chosen, open_arms = schemes.sequential_seeds(points, settings, tmp_path)
+    chosen, open_arms = sequential_seeds.sequential_seeds(points, settings, tmp_path)
     assert open_arms == frozenset() and chosen == {"grpo": settings.seeds, "scheme_a": settings.seeds}
     assert len(schemes.runs(points, settings, tmp_path)) == 12

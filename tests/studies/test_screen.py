@@ -13,9 +13,10 @@ import pytest
 from grpo_lab.analysis import factorial
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
+from grpo_lab.comparisons import bed, screen
 from grpo_lab.experiments import SweepResult
 from grpo_lab.presets import PRESETS, TRICKS
-from grpo_lab.studies import base, schemes, screen
+from grpo_lab.studies import schemes
 
 GREEDY = Score("val/accuracy", 0.5)
 
@@ -44,7 +45,7 @@ def test_the_design_is_32_valid_runs_over_the_study_base(profile):
     assert len(points) == 32 and len({p.config.key() for p in points}) == 32
     assert all(set(p.values) == set(screen.FACTORS) for p in points)
     assert all(sum(p.values[f] for p in points) == 16 for f in screen.FACTORS)
-    reference = base(settings).to_dict()
+    reference = bed.base(settings).to_dict()
     factor_fields = {"advantage", *(k for changes in TRICKS.values() for k in changes)}
     for point in points:  # every other field is the study base's
         assert {k: v for k, v in point.config.to_dict().items() if k not in factor_fields} == {

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab import studies
+from grpo_lab.comparisons import bed
 from grpo_lab.studies import sensitivity
 
 
@@ -14,7 +14,7 @@ def test_settings_share_one_base_and_validate_only_at_the_ends():
     assert full.steps == sensitivity.FULL.steps and full.eval_every == full.steps
     assert sensitivity.settings("full", steps=20).eval_every == 20
     base = sensitivity.base_config(full)
-    assert base == studies.base(full)
+    assert base == bed.base(full)
     smoke = sensitivity.settings("smoke")
     assert sensitivity.base_config(smoke).steps == smoke.steps == smoke.eval_every
 

@@ -9,23 +9,21 @@ import pandas as pd
 import pytest
 
 from grpo_lab.analysis import verdicts as analysis_verdicts
+from grpo_lab.comparisons import bed, paired, screen, trick_arms
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import PROFILES, Budget
 from grpo_lab.studies import (
     ablations,
-    base,
     baseline,
     claims,
     cost,
-    faults,
-    horizon,
+    fault_injection,
     kl_estimators,
+    long_horizon,
     long_verdicts,
-    paired,
     schemes,
-    screen,
     sensitivity,
     verdicts,
     your_task,
@@ -35,8 +33,8 @@ STUDIES = (
     baseline,
     ablations,
     schemes,
-    faults,
-    horizon,
+    fault_injection,
+    long_horizon,
     sensitivity,
     kl_estimators,
     cost,
@@ -64,7 +62,7 @@ def test_every_study_has_the_same_entry_points(study):
     for name in ("settings", "design", "run", "figure"):
         assert callable(getattr(study, name, None)), f"{study.__name__} has no {name}"
     parameters = inspect.signature(study.settings).parameters
-    assert list(parameters) == ["profile", "seeds", "steps"]
+    assert list(parameters)[1:] == ["seeds", "steps"]  # the profile's name first
     assert parameters["seeds"].default is None and parameters["steps"].default is None
     for profile in PROFILES:
         for points, settings in designs_of(study, profile):
@@ -115,7 +113,7 @@ def test_the_verdict_table_asks_for_the_runs_of_02_and_03(profile):
         p.config.replace(seed=s).key() for p in ablations.design(trick_settings) for s in trick_settings.seeds
     }
     assert runs["tricks"] <= notebook_02 and runs["conflicts"] <= notebook_02
-    assert len(runs["tricks"]) == (1 + len(ablations.tricks(trick_settings))) * len(trick_settings.seeds)
+    assert len(runs["tricks"]) == (1 + len(trick_arms.tricks(trick_settings))) * len(trick_settings.seeds)
     screen_settings = screen.settings(profile)
     assert {c.key() for c in screen.runs(designs["screen"], settings["screen"])} == {
         c.key() for c in screen.runs(screen.design(screen_settings), screen_settings)
@@ -126,7 +124,7 @@ def test_the_verdict_table_asks_for_the_runs_of_02_and_03(profile):
 def test_schemes_compare_against_grpo_and_trim_in_smoke():
     full = schemes.design(schemes.settings("full"))
     assert [p.label for p in full] == list(schemes.SCHEMES)
-    assert full[0].config == base(schemes.settings("full"))  # the reference is the study base
+    assert full[0].config == bed.base(schemes.settings("full"))  # the reference is the study base
     assert [p.label for p in schemes.design(schemes.settings("smoke"))] == list(schemes.SCHEMES[:2])
     with pytest.raises(ValueError, match="must include the reference 'grpo'"):
         schemes.design(schemes.settings("smoke"), ["dapo"])
@@ -142,10 +140,10 @@ def test_the_ablation_design_holds_components_conflicts_and_the_leave_one_out(mo
     monkeypatch.setattr(screen, "stored_effects", lambda profile: None)  # the screen not yet run
     settings = ablations.settings("full")
     assert [p.label for p in ablations.trick_points(settings)] == [ablations.ALL_ON]
-    assert len(ablations.allowance(settings)) == ablations.CONFIRM * len(settings.seeds)
+    assert len(ablations.allowance(settings)) == trick_arms.CONFIRM * len(settings.seeds)
     design = {p.label: p for p in ablations.trick_points(settings, list(TRICKS))}
     design |= {p.label: p for p in ablations.design(settings)}
-    reference = base(settings)
+    reference = bed.base(settings)
     assert design["grpo"].config == reference and reference.advantage == "grpo"  # group normalization
     for name, changes in ablations.VARIANTS.items():
         assert design[name].columns == {"part": "components", "arm": name}
@@ -161,9 +159,9 @@ def test_the_ablation_design_holds_components_conflicts_and_the_leave_one_out(mo
     smoke = ablations.design(ablations.settings("smoke"))
     parts = pd.Series([p.columns["part"] for p in smoke]).value_counts()
     assert parts.to_dict() == {
-        "components": 1 + ablations.SMOKE_VARIANTS,
+        "components": 1 + trick_arms.SMOKE_VARIANTS,
         "conflicts": len(ablations.CONFLICTS),
-        "tricks": 1 + ablations.SMOKE_TRICKS,
+        "tricks": 1 + trick_arms.SMOKE_TRICKS,
     }
 
 
@@ -177,12 +175,12 @@ def test_the_leave_one_out_confirms_the_largest_active_tricks_of_the_screen(monk
             + ["better"],
         }
     )
-    assert ablations.CONFIRM == 2 and ablations.confirmed(effects) == [names[1], names[0]]
-    assert ablations.confirmed(None) == []
+    assert trick_arms.CONFIRM == 2 and trick_arms.confirmed(effects) == [names[1], names[0]]
+    assert trick_arms.confirmed(None) == []
     monkeypatch.setattr(screen, "stored_effects", lambda profile: effects)
     settings = ablations.settings("full")
     labels = [p.label for p in ablations.trick_points(settings)]
-    assert labels == [ablations.ALL_ON, *(f"-{t}" for t in names if t in ablations.confirmed(effects))]
+    assert labels == [ablations.ALL_ON, *(f"-{t}" for t in names if t in trick_arms.confirmed(effects))]
     assert ablations.allowance(settings) == []
 
 

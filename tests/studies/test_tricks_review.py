@@ -1,4 +1,4 @@
-"""The Tricks review's table beside the lab's measurements (`studies.review`): the transcription of
+"""The Tricks review's table beside the lab's measurements (`comparisons.tricks_review`): the transcription of
 the review's ten rows, each reading rule on constructed values (each can agree and each can fail),
 the comparison read from constructed verdict rows (which row is read, a reversed row, an inert trick,
 missing rows), and the whole chain on a verdict table built by `studies.verdicts.table` from
@@ -13,9 +13,10 @@ import pytest
 
 from grpo_lab.analysis import verdicts as analysis_verdicts
 from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, TOO_FEW_SEEDS, UNDECIDED, WORSE
+from grpo_lab.comparisons import screen, tricks_review
 from grpo_lab.experiments.designs import factorial_matrix
 from grpo_lab.presets import TRICKS
-from grpo_lab.studies import ablations, review, schemes, screen, verdicts
+from grpo_lab.studies import ablations, schemes, verdicts
 
 SOURCE_TABLE = (
     "组内奖励标准化低中中极低必开固定KL惩罚低中中极低基线自适应KL阈值中高中低推荐两层KL惩罚高高低中慎用"
@@ -30,42 +31,44 @@ separators), copied verbatim"""
 
 
 def test_the_ten_rows_are_the_reviews_table_verbatim_in_its_order():
-    assert len(review.REVIEW) == 10
-    assert "".join(t.term + "".join(t.ratings) for t in review.REVIEW) == SOURCE_TABLE
-    assert len({t.english for t in review.REVIEW}) == 10
-    assert list(review.Ratings._fields) == list(review.ASPECTS)
-    for t in review.REVIEW:
+    assert len(tricks_review.REVIEW) == 10
+    assert "".join(t.term + "".join(t.ratings) for t in tricks_review.REVIEW) == SOURCE_TABLE
+    assert len({t.english for t in tricks_review.REVIEW}) == 10
+    assert list(tricks_review.Ratings._fields) == list(tricks_review.ASPECTS)
+    for t in tricks_review.REVIEW:
         assert {t.ratings.difficulty, t.ratings.stability, t.ratings.performance, t.ratings.cost} <= set(
-            review.LEVELS
+            tricks_review.LEVELS
         )
-        assert t.ratings.recommendation in review.RECOMMENDATIONS
-        assert t.ratings.performance in review.PERFORMANCE_AGREES
-        assert t.ratings.stability in review.STABILITY_AGREES
-        assert t.ratings.cost in review.COST_BANDS
-    assert set(review.RECOMMENDATION_STANCES) == set(review.RECOMMENDATIONS)
+        assert t.ratings.recommendation in tricks_review.RECOMMENDATIONS
+        assert t.ratings.performance in tricks_review.PERFORMANCE_AGREES
+        assert t.ratings.stability in tricks_review.STABILITY_AGREES
+        assert t.ratings.cost in tricks_review.COST_BANDS
+    assert set(tricks_review.RECOMMENDATION_STANCES) == set(tricks_review.RECOMMENDATIONS)
 
 
 def test_every_source_is_a_row_the_verdict_table_can_have():
     names = {
-        review.SCREEN: set(screen.FACTORS),
-        review.LEAVE_ONE_OUT: set(TRICKS),
-        review.PAIRED: set(ablations.CONFLICTS),
-        review.SCHEME: set(schemes.SCHEMES),
+        tricks_review.SCREEN: set(screen.FACTORS),
+        tricks_review.LEAVE_ONE_OUT: set(TRICKS),
+        tricks_review.PAIRED: set(ablations.CONFLICTS),
+        tricks_review.SCHEME: set(schemes.SCHEMES),
     }
-    for t in review.REVIEW:
+    for t in tricks_review.REVIEW:
         for source in t.sources:
             assert source.row in names[source.protocols], (t.english, source)
             assert set(source.protocols) <= set(analysis_verdicts.PROTOCOLS)
-    by_name = {t.english: t for t in review.REVIEW}
-    assert by_name["fixed KL penalty"].sources == (review.Source("grpo_no_kl", review.SCHEME, reverse=True),)
-    assert [s.reverse for t in review.REVIEW for s in t.sources].count(True) == 1
+    by_name = {t.english: t for t in tricks_review.REVIEW}
+    assert by_name["fixed KL penalty"].sources == (
+        tricks_review.Source("grpo_no_kl", tricks_review.SCHEME, reverse=True),
+    )
+    assert [s.reverse for t in tricks_review.REVIEW for s in t.sources].count(True) == 1
     assert by_name["value clipping"].sources == () and "no critic" in by_name["value clipping"].lab
     # the leave-one-out before the screen; the conflict (the trick alone over grpo) before both
     assert [s.protocols for s in by_name["length normalization"].sources] == [
-        review.LEAVE_ONE_OUT,
-        review.SCREEN,
+        tricks_review.LEAVE_ONE_OUT,
+        tricks_review.SCREEN,
     ]
-    assert by_name["global (batch) reward normalization"].sources[0].protocols == review.PAIRED
+    assert by_name["global (batch) reward normalization"].sources[0].protocols == tricks_review.PAIRED
     assert ablations.CONFLICTS["batch norm on group norm"].changes == TRICKS["batch_reward_norm"]
 
 
@@ -75,93 +78,93 @@ def test_every_source_is_a_row_the_verdict_table_can_have():
 @pytest.mark.parametrize(
     ("rating", "verdict", "expected"),
     [
-        ("高", BETTER, review.AGREE),
-        ("中", BETTER, review.AGREE),
-        ("高", NO_DIFFERENCE, review.DISAGREE),
-        ("中", SMALLER, review.DISAGREE),
-        ("中", WORSE, review.DISAGREE),
-        ("低", SMALLER, review.AGREE),
-        ("低", NO_DIFFERENCE, review.AGREE),
-        ("低", BETTER, review.DISAGREE),
-        ("低", WORSE, review.DISAGREE),
-        ("无", NO_DIFFERENCE, review.AGREE),
-        ("无", WORSE, review.AGREE),
-        ("无", BETTER, review.DISAGREE),
-        ("高", UNDECIDED, review.NOT_DECIDED),
-        ("无", TOO_FEW_SEEDS, review.NOT_DECIDED),
+        ("高", BETTER, tricks_review.AGREE),
+        ("中", BETTER, tricks_review.AGREE),
+        ("高", NO_DIFFERENCE, tricks_review.DISAGREE),
+        ("中", SMALLER, tricks_review.DISAGREE),
+        ("中", WORSE, tricks_review.DISAGREE),
+        ("低", SMALLER, tricks_review.AGREE),
+        ("低", NO_DIFFERENCE, tricks_review.AGREE),
+        ("低", BETTER, tricks_review.DISAGREE),
+        ("低", WORSE, tricks_review.DISAGREE),
+        ("无", NO_DIFFERENCE, tricks_review.AGREE),
+        ("无", WORSE, tricks_review.AGREE),
+        ("无", BETTER, tricks_review.DISAGREE),
+        ("高", UNDECIDED, tricks_review.NOT_DECIDED),
+        ("无", TOO_FEW_SEEDS, tricks_review.NOT_DECIDED),
     ],
 )
 def test_performance_reading(rating, verdict, expected):
-    assert review.performance_reading(rating, verdict) == expected
+    assert tricks_review.performance_reading(rating, verdict) == expected
 
 
 @pytest.mark.parametrize(
     ("multiples", "expected"),
     [
-        ({"kl_volatility": 0.7, "grad_spikes": 1.1}, review.STABLER),
-        ({"kl_volatility": 1 / review.STABILITY_X}, review.STABLER),
-        ({"reward_variance": 1.3, "clip_rate": 0.9}, review.LESS_STABLE),
-        ({"entropy_decay": review.STABILITY_X}, review.LESS_STABLE),
-        ({"kl_volatility": 1.2, "clip_rate": 0.85}, review.UNCHANGED),
-        ({"kl_volatility": 0.5, "grad_spikes": 2.0}, review.MIXED),
-        ({"kl_volatility": math.nan, "entropy_decay": -3.0}, review.MIXED),  # nothing usable
-        ({"kl_volatility": math.nan, "entropy_decay": 1.5}, review.LESS_STABLE),
+        ({"kl_volatility": 0.7, "grad_spikes": 1.1}, tricks_review.STABLER),
+        ({"kl_volatility": 1 / tricks_review.STABILITY_X}, tricks_review.STABLER),
+        ({"reward_variance": 1.3, "clip_rate": 0.9}, tricks_review.LESS_STABLE),
+        ({"entropy_decay": tricks_review.STABILITY_X}, tricks_review.LESS_STABLE),
+        ({"kl_volatility": 1.2, "clip_rate": 0.85}, tricks_review.UNCHANGED),
+        ({"kl_volatility": 0.5, "grad_spikes": 2.0}, tricks_review.MIXED),
+        ({"kl_volatility": math.nan, "entropy_decay": -3.0}, tricks_review.MIXED),  # nothing usable
+        ({"kl_volatility": math.nan, "entropy_decay": 1.5}, tricks_review.LESS_STABLE),
     ],
 )
 def test_stability_direction(multiples, expected):
-    assert review.stability_direction(multiples) == expected
+    assert tricks_review.stability_direction(multiples) == expected
 
 
 def test_the_direction_reads_the_tables_stability_figure_and_the_entropy_retained():
     """An arm that keeps 50% of its entropy where the reference keeps 70% lost more: the inverse of
     its retained multiple counts as a rise; a figure the column does not show never counts."""
     row = {"reward_variance x": 1.0, "grad_spikes x": 9.0, "entropy retained x": 0.5 / 0.7}
-    figures = review.direction_figures(row)
+    figures = tricks_review.direction_figures(row)
     assert figures == pytest.approx({"reward_variance": 1.0, "entropy_retained": 1.4})
-    assert review.stability_direction(figures) == review.LESS_STABLE
-    assert review.stability_direction(review.direction_figures(row | {"entropy retained x": 1.0})) == (
-        review.UNCHANGED
-    )
+    assert tricks_review.stability_direction(figures) == tricks_review.LESS_STABLE
+    assert tricks_review.stability_direction(
+        tricks_review.direction_figures(row | {"entropy retained x": 1.0})
+    ) == (tricks_review.UNCHANGED)
 
 
 @pytest.mark.parametrize(
     ("rating", "direction", "expected"),
     [
-        ("高", review.STABLER, review.AGREE),
-        ("高", review.UNCHANGED, review.DISAGREE),
-        ("高", review.LESS_STABLE, review.DISAGREE),
-        ("中", review.UNCHANGED, review.AGREE),
-        ("中", review.STABLER, review.DISAGREE),
-        ("低", review.LESS_STABLE, review.AGREE),
-        ("低", review.STABLER, review.DISAGREE),
-        ("无", review.UNCHANGED, review.AGREE),
-        ("无", review.LESS_STABLE, review.DISAGREE),
-        ("高", review.MIXED, review.NOT_DECIDED),
+        ("高", tricks_review.STABLER, tricks_review.AGREE),
+        ("高", tricks_review.UNCHANGED, tricks_review.DISAGREE),
+        ("高", tricks_review.LESS_STABLE, tricks_review.DISAGREE),
+        ("中", tricks_review.UNCHANGED, tricks_review.AGREE),
+        ("中", tricks_review.STABLER, tricks_review.DISAGREE),
+        ("低", tricks_review.LESS_STABLE, tricks_review.AGREE),
+        ("低", tricks_review.STABLER, tricks_review.DISAGREE),
+        ("无", tricks_review.UNCHANGED, tricks_review.AGREE),
+        ("无", tricks_review.LESS_STABLE, tricks_review.DISAGREE),
+        ("高", tricks_review.MIXED, tricks_review.NOT_DECIDED),
     ],
 )
 def test_stability_reading(rating, direction, expected):
-    assert review.stability_reading(rating, direction) == expected
+    assert tricks_review.stability_reading(rating, direction) == expected
 
 
 @pytest.mark.parametrize(
     ("rating", "cost", "expected"),
     [
-        ("极低", 0.9, review.AGREE),
-        ("极低", 1 + analysis_verdicts.COST_MARGIN, review.AGREE),
-        ("极低", 1.2, review.DISAGREE),
-        ("低", 1.03, review.AGREE),
-        ("低", 1.6, review.DISAGREE),
-        ("中", 1.2, review.AGREE),
-        ("中", review.COST_HIGH, review.AGREE),
-        ("中", 1.0, review.DISAGREE),
-        ("中", 2.0, review.DISAGREE),
-        ("高", 1.8, review.AGREE),
-        ("高", 1.2, review.DISAGREE),
-        ("低", math.nan, review.NOT_DECIDED),
+        ("极低", 0.9, tricks_review.AGREE),
+        ("极低", 1 + analysis_verdicts.COST_MARGIN, tricks_review.AGREE),
+        ("极低", 1.2, tricks_review.DISAGREE),
+        ("低", 1.03, tricks_review.AGREE),
+        ("低", 1.6, tricks_review.DISAGREE),
+        ("中", 1.2, tricks_review.AGREE),
+        ("中", tricks_review.COST_HIGH, tricks_review.AGREE),
+        ("中", 1.0, tricks_review.DISAGREE),
+        ("中", 2.0, tricks_review.DISAGREE),
+        ("高", 1.8, tricks_review.AGREE),
+        ("高", 1.2, tricks_review.DISAGREE),
+        ("低", math.nan, tricks_review.NOT_DECIDED),
     ],
 )
 def test_cost_reading(rating, cost, expected):
-    assert review.cost_reading(rating, cost) == expected
+    assert tricks_review.cost_reading(rating, cost) == expected
 
 
 @pytest.mark.parametrize("verdict", [BETTER, WORSE, SMALLER, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS])
@@ -170,26 +173,26 @@ def test_the_lab_stance_is_the_stance_of_the_tables_recommendation(verdict, cost
     said = analysis_verdicts.recommendation(verdict, cost, inert=False)
     adopt = said in ("worth it", "better, at a cost")
     undecided = said == "undecided: more seeds"
-    expected = review.ADOPT if adopt else None if undecided else review.DROP
-    assert review.lab_stance(verdict, inert=False) == expected
-    assert review.lab_stance(verdict, inert=True) is None  # 'inert here: cannot be judged'
+    expected = tricks_review.ADOPT if adopt else None if undecided else tricks_review.DROP
+    assert tricks_review.lab_stance(verdict, inert=False) == expected
+    assert tricks_review.lab_stance(verdict, inert=True) is None  # 'inert here: cannot be judged'
 
 
 @pytest.mark.parametrize(
     ("rating", "stance", "expected"),
     [
-        ("必开", review.ADOPT, review.AGREE),
-        ("强烈推荐", review.ADOPT, review.AGREE),
-        ("推荐", review.DROP, review.DISAGREE),
-        ("不推荐", review.DROP, review.AGREE),
-        ("完全不必要", review.ADOPT, review.DISAGREE),
-        ("推荐", None, review.NOT_DECIDED),
-        ("基线", review.ADOPT, review.NOT_TESTABLE),
-        ("慎用", review.DROP, review.NOT_TESTABLE),
+        ("必开", tricks_review.ADOPT, tricks_review.AGREE),
+        ("强烈推荐", tricks_review.ADOPT, tricks_review.AGREE),
+        ("推荐", tricks_review.DROP, tricks_review.DISAGREE),
+        ("不推荐", tricks_review.DROP, tricks_review.AGREE),
+        ("完全不必要", tricks_review.ADOPT, tricks_review.DISAGREE),
+        ("推荐", None, tricks_review.NOT_DECIDED),
+        ("基线", tricks_review.ADOPT, tricks_review.NOT_TESTABLE),
+        ("慎用", tricks_review.DROP, tricks_review.NOT_TESTABLE),
     ],
 )
 def test_recommendation_reading(rating, stance, expected):
-    assert review.recommendation_reading(rating, stance) == expected
+    assert tricks_review.recommendation_reading(rating, stance) == expected
 
 
 # --- the comparison on constructed verdict rows ---
@@ -262,7 +265,7 @@ def constructed() -> pd.DataFrame:
 
 
 def test_the_kl_term_is_read_from_grpo_no_kl_reversed():
-    reviewed = review.review_table(constructed()).set_index("trick")
+    reviewed = tricks_review.review_table(constructed()).set_index("trick")
     kl = reviewed.loc["fixed KL penalty"]
     assert kl["measured by"] == "grpo_no_kl (sequential, 3 seeds, reversed)"
     assert (kl["effect"], kl["ci_low"], kl["ci_high"]) == pytest.approx((0.04, 0.02, 0.06))
@@ -274,63 +277,72 @@ def test_the_kl_term_is_read_from_grpo_no_kl_reversed():
         kl["recommendation"] == analysis_verdicts.recommendation(BETTER, 1.25, False) == "better, at a cost"
     )
     assert kl["performance measured"] == "+0.040 [+0.020, +0.060] better"
-    readings = {a: kl[f"{a} reading"] for a in review.ASPECTS}
+    readings = {a: kl[f"{a} reading"] for a in tricks_review.ASPECTS}
     assert readings == {
-        "difficulty": review.NOT_TESTABLE,
-        "stability": review.DISAGREE,  # 中 against a stabler run
-        "performance": review.AGREE,  # 中 against better
-        "cost": review.DISAGREE,  # 极低 against x1.25
-        "recommendation": review.NOT_TESTABLE,  # 基线 takes no side
+        "difficulty": tricks_review.NOT_TESTABLE,
+        "stability": tricks_review.DISAGREE,  # 中 against a stabler run
+        "performance": tricks_review.AGREE,  # 中 against better
+        "cost": tricks_review.DISAGREE,  # 极低 against x1.25
+        "recommendation": tricks_review.NOT_TESTABLE,  # 基线 takes no side
     }
 
 
 def test_the_leave_one_out_is_read_before_the_screen_and_the_conflict_before_both():
-    reviewed = review.review_table(constructed()).set_index("trick")
+    reviewed = tricks_review.review_table(constructed()).set_index("trick")
     length = reviewed.loc["length normalization"]
     assert length["measured by"] == "length_norm (leave-one-out, 3 seeds)"
-    assert length["performance reading"] == review.DISAGREE  # 高 against no difference
-    assert length["stability reading"] == review.AGREE  # 高 against a stabler run
-    assert length["cost reading"] == review.AGREE and length["recommendation reading"] == review.DISAGREE
+    assert length["performance reading"] == tricks_review.DISAGREE  # 高 against no difference
+    assert length["stability reading"] == tricks_review.AGREE  # 高 against a stabler run
+    assert (
+        length["cost reading"] == tricks_review.AGREE
+        and length["recommendation reading"] == tricks_review.DISAGREE
+    )
     batch = reviewed.loc["global (batch) reward normalization"]
     assert batch["measured by"] == "batch norm on group norm (paired, 3 seeds)"
-    assert batch["performance reading"] == review.AGREE  # 无 against worse
-    assert batch["stability measured"].startswith(review.LESS_STABLE)
-    assert batch["stability reading"] == review.AGREE and batch["recommendation reading"] == review.AGREE
+    assert batch["performance reading"] == tricks_review.AGREE  # 无 against worse
+    assert batch["stability measured"].startswith(tricks_review.LESS_STABLE)
+    assert (
+        batch["stability reading"] == tricks_review.AGREE
+        and batch["recommendation reading"] == tricks_review.AGREE
+    )
 
 
 def test_a_cost_the_cost_study_did_not_time_decides_nothing():
-    timed = review.review_table(constructed(), timed={"grpo_no_kl"}).set_index("trick")
-    assert timed.loc["fixed KL penalty", "cost reading"] == review.DISAGREE  # timed: x1.25 against 极低
+    timed = tricks_review.review_table(constructed(), timed={"grpo_no_kl"}).set_index("trick")
+    assert (
+        timed.loc["fixed KL penalty", "cost reading"] == tricks_review.DISAGREE
+    )  # timed: x1.25 against 极低
     length = timed.loc["length normalization"]
-    assert length["cost reading"] == review.NOT_DECIDED and "untimed" in length["cost measured"]
+    assert length["cost reading"] == tricks_review.NOT_DECIDED and "untimed" in length["cost measured"]
     assert not any(
         "length normalization" in s and "engineering cost" in s
-        for s in review.disagreements(timed.reset_index())
+        for s in tricks_review.disagreements(timed.reset_index())
     )
 
 
 def test_an_inert_trick_missing_rows_and_value_clipping_decide_nothing():
-    reviewed = review.review_table(constructed()).set_index("trick")
+    reviewed = tricks_review.review_table(constructed()).set_index("trick")
     inert = reviewed.loc["differentiable temperature"]
     assert inert["recommendation"] == "inert here: cannot be judged"
-    assert {inert[f"{a} reading"] for a in review.MEASURED} == {review.NOT_DECIDED}
+    assert {inert[f"{a} reading"] for a in tricks_review.MEASURED} == {tricks_review.NOT_DECIDED}
     missing = reviewed.loc["two-layer KL penalty"]  # 慎用: no side to test even with runs
     assert missing["measured by"] == "no row in these runs"
-    assert [missing[f"{a} reading"] for a in review.ASPECTS] == [
-        review.NOT_TESTABLE, review.NOT_DECIDED, review.NOT_DECIDED, review.NOT_DECIDED, review.NOT_TESTABLE,
+    assert [missing[f"{a} reading"] for a in tricks_review.ASPECTS] == [
+        tricks_review.NOT_TESTABLE, tricks_review.NOT_DECIDED, tricks_review.NOT_DECIDED,
+        tricks_review.NOT_DECIDED, tricks_review.NOT_TESTABLE,
     ]  # fmt: skip
-    assert reviewed.loc["dynamic group size", "recommendation reading"] == review.NOT_DECIDED
+    assert reviewed.loc["dynamic group size", "recommendation reading"] == tricks_review.NOT_DECIDED
     clipping = reviewed.loc["value clipping"]
-    assert {clipping[f"{a} reading"] for a in review.ASPECTS} == {review.NOT_TESTABLE}
-    assert set(reviewed["difficulty reading"]) == {review.NOT_TESTABLE}
-    assert list(reviewed.index) == [t.english for t in review.REVIEW]
+    assert {clipping[f"{a} reading"] for a in tricks_review.ASPECTS} == {tricks_review.NOT_TESTABLE}
+    assert set(reviewed["difficulty reading"]) == {tricks_review.NOT_TESTABLE}
+    assert list(reviewed.index) == [t.english for t in tricks_review.REVIEW]
 
 
 def test_each_disagreement_is_one_sentence_with_its_numbers():
-    reviewed = review.review_table(constructed())
-    readings = reviewed[[f"{a} reading" for a in review.ASPECTS]]
-    sentences = review.disagreements(reviewed)
-    assert len(sentences) == (readings == review.DISAGREE).to_numpy().sum() == 4
+    reviewed = tricks_review.review_table(constructed())
+    readings = reviewed[[f"{a} reading" for a in tricks_review.ASPECTS]]
+    sentences = tricks_review.disagreements(reviewed)
+    assert len(sentences) == (readings == tricks_review.DISAGREE).to_numpy().sum() == 4
     assert all(s.endswith(".") and s.count(". ") == 0 for s in sentences)
     assert (
         "fixed KL penalty (固定KL惩罚): the review rates its engineering cost 极低 (very low); the lab's row "
@@ -342,7 +354,7 @@ def test_each_disagreement_is_one_sentence_with_its_numbers():
 
 
 def test_markdown_has_a_row_per_trick_and_a_cell_per_aspect():
-    text = review.markdown(review.review_table(constructed()))
+    text = tricks_review.markdown(tricks_review.review_table(constructed()))
     lines = text.splitlines()
     assert len(lines) == 2 + 10
     assert lines[0].startswith("| trick | measured by | 源码实现难度 difficulty")
@@ -351,14 +363,14 @@ def test_markdown_has_a_row_per_trick_and_a_cell_per_aspect():
 
 
 def test_the_figure_colours_each_cell_by_its_reading_and_names_the_runs():
-    reviewed = review.review_table(constructed())
-    fig = review.figure(reviewed, verdicts.settings("smoke"))
+    reviewed = tricks_review.review_table(constructed())
+    fig = tricks_review.figure(reviewed, verdicts.settings("smoke"))
     try:
         ax = fig.axes[0]
         codes = np.asarray(ax.images[0].get_array())
         assert codes.shape == (10, 5)
-        assert codes[0, 0] == review.READINGS.index(review.NOT_TESTABLE)
-        assert codes[1, 2] == review.READINGS.index(review.AGREE)  # the KL's performance
+        assert codes[0, 0] == tricks_review.READINGS.index(tricks_review.NOT_TESTABLE)
+        assert codes[1, 2] == tricks_review.READINGS.index(tricks_review.AGREE)  # the KL's performance
         assert len(ax.texts) == 50 and "x1.25" in ax.texts[1 * 5 + 3].get_text()
         assert "smoke profile" in fig.get_suptitle()
     finally:
@@ -414,30 +426,32 @@ def test_the_review_reads_a_verdict_table_of_the_studies_columns():
         "cost",
         "notes",
     } <= set(table.columns)  # the markdown's display columns aside, the rows carry the table's columns
-    reviewed = review.review_table(table).set_index("trick")
+    reviewed = tricks_review.review_table(table).set_index("trick")
     by_row = table.set_index(["row", "protocol"])
     kl = reviewed.loc["fixed KL penalty"]
     no_kl = by_row.loc[("grpo_no_kl", "sequential")]
     assert kl["effect"] == pytest.approx(-no_kl["effect"]) and no_kl["verdict"] == WORSE
-    assert kl["verdict"] == BETTER and kl["performance reading"] == review.AGREE
+    assert kl["verdict"] == BETTER and kl["performance reading"] == tricks_review.AGREE
     length = reviewed.loc["length normalization"]
     assert by_row.loc[("length_norm", "factorial screen"), "verdict"] == BETTER
     assert length["measured by"].startswith("length_norm (leave-one-out")
-    assert length["verdict"] == NO_DIFFERENCE and length["performance reading"] == review.DISAGREE
-    assert length["cost x"] == pytest.approx(1.02) and length["cost reading"] == review.AGREE
+    assert length["verdict"] == NO_DIFFERENCE and length["performance reading"] == tricks_review.DISAGREE
+    assert length["cost x"] == pytest.approx(1.02) and length["cost reading"] == tricks_review.AGREE
     batch = reviewed.loc["global (batch) reward normalization"]
     assert batch["measured by"].startswith("batch norm on group norm (paired")
-    assert batch["verdict"] == NO_DIFFERENCE and batch["performance reading"] == review.AGREE
+    assert batch["verdict"] == NO_DIFFERENCE and batch["performance reading"] == tricks_review.AGREE
     screened = reviewed.loc["adaptive KL (threshold)"]
     assert screened["measured by"].startswith("adaptive_kl (factorial screen, ")
-    assert screened["verdict"] == NO_DIFFERENCE and screened["performance reading"] == review.DISAGREE
+    assert screened["verdict"] == NO_DIFFERENCE and screened["performance reading"] == tricks_review.DISAGREE
     dynamic = reviewed.loc["dynamic group size"]
-    assert dynamic["cost x"] == pytest.approx(1.8) and dynamic["cost reading"] == review.AGREE
+    assert dynamic["cost x"] == pytest.approx(1.8) and dynamic["cost reading"] == tricks_review.AGREE
     group = reviewed.loc["group reward normalization"]
     assert group["measured by"].startswith("group_reward_norm (factorial screen")
-    assert group["cost x"] == pytest.approx(1.0) and group["cost reading"] == review.AGREE
-    assert all(r in review.READINGS for a in review.ASPECTS for r in reviewed[f"{a} reading"])
+    assert group["cost x"] == pytest.approx(1.0) and group["cost reading"] == tricks_review.AGREE
+    assert all(r in tricks_review.READINGS for a in tricks_review.ASPECTS for r in reviewed[f"{a} reading"])
     assert (
-        len(review.disagreements(reviewed.reset_index()))
-        == (reviewed[[f"{a} reading" for a in review.ASPECTS]] == review.DISAGREE).to_numpy().sum()
+        len(tricks_review.disagreements(reviewed.reset_index()))
+        == (reviewed[[f"{a} reading" for a in tricks_review.ASPECTS]] == tricks_review.DISAGREE)
+        .to_numpy()
+        .sum()
     )

@@ -5,11 +5,11 @@ confusion table of the rules over the arms."""
 import pandas as pd
 import pytest
 
+from grpo_lab.comparisons.bed import base
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.runlog import RunWriter
 from grpo_lab.studies import troubleshooting
-from grpo_lab.studies.base import base
 
 
 @pytest.fixture(scope="module")

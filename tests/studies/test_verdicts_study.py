@@ -8,8 +8,9 @@ import pytest
 
 from grpo_lab.analysis import sequential
 from grpo_lab.analysis import verdicts as analysis_verdicts
+from grpo_lab.comparisons import screen, sequential_seeds
 from grpo_lab.experiments.designs import factorial_matrix
-from grpo_lab.studies import ablations, schemes, screen, verdicts
+from grpo_lab.studies import ablations, verdicts
 
 FIGURES = dict.fromkeys(analysis_verdicts.STABILITY_COLUMNS, 1.0)
 """every stability figure of a hand-made run"""
@@ -59,7 +60,7 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     grpo = data["schemes"][data["schemes"]["label"] == "grpo"]
     margin = analysis_verdicts.MARGIN_OF_GAIN * analysis_verdicts.gain(grpo)
     plan = sequential.Plan(
-        margin, min_seeds=3, block=schemes.LOOK_BLOCK, max_seeds=len(settings["schemes"].seeds)
+        margin, min_seeds=3, block=sequential_seeds.LOOK_BLOCK, max_seeds=len(settings["schemes"].seeds)
     )
     d = data["schemes"].query("label == 'scheme_a'")["score"].to_numpy() - grpo["score"].to_numpy()[:6]
     look = sequential.decide(plan, d, earlier=[3], final=False)
@@ -73,8 +74,10 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     # one margin everywhere: the screen's rows and the conflicts' are judged against grpo's gain too
     np.testing.assert_allclose(table["margin"], margin)
     np.testing.assert_allclose(table["gain"], analysis_verdicts.gain(grpo))
-    rule = schemes.verdict_rule(settings["schemes"], margin)
-    assert rule is not None and rule.plan == plan and rule.looks == schemes.looks(settings["schemes"])
+    rule = sequential_seeds.verdict_rule(settings["schemes"], margin)
+    assert (
+        rule is not None and rule.plan == plan and rule.looks == sequential_seeds.looks(settings["schemes"])
+    )
 
 
 def test_the_screen_rows_show_the_main_effect_on_greedy_accuracy():
@@ -93,7 +96,7 @@ def test_the_table_needs_the_settings_that_fix_the_rule_and_a_small_profile_neve
     with pytest.raises(ValueError, match="pass this study's settings"):
         verdicts.table(scored())
     smoke = verdicts.settings("smoke")
-    assert schemes.verdict_rule(smoke["schemes"], 0.01) is None  # two seeds: no look
+    assert sequential_seeds.verdict_rule(smoke["schemes"], 0.01) is None  # two seeds: no look
     data = scored()
     data["schemes"] = data["schemes"][data["schemes"]["seed"] < 2]
     rows = verdicts.table(data, settings=smoke).set_index("row")
