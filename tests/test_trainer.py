@@ -243,7 +243,7 @@ def test_grpo_learns_arith(embedded_arith_path):
 def test_old_logprobs_are_the_samplers_own_and_match_a_recomputation(embedded_worked_path, monkeypatch):
     """On the study base (several updates per batch, so the old log-probs are needed) no forward
     pass makes them: they are the sampler's, and a recomputation by the policy agrees with them."""
-    from grpo_lab.studies.base import base
+    from grpo_lab.comparisons.bed import base
 
     calls = []
     original = trainer.fixed_logprobs
