@@ -149,8 +149,20 @@ def study_imports(package: Path) -> list[str]:
     )
 
 
+def shared_names(package: Path) -> dict[str, list[str]]:
+    """Module base names (a package's own name for its __init__) used by more than one module."""
+    by_name: dict[str, list[str]] = {}
+    for name in module_names(package):
+        by_name.setdefault(name.rpartition(".")[2], []).append(name)
+    return {base: names for base, names in sorted(by_name.items()) if len(names) > 1}
+
+
 def test_no_study_module_imports_another():
     assert study_imports(PACKAGE) == []
+
+
+def test_no_two_modules_share_a_name():
+    assert shared_names(PACKAGE) == {}
 
 
 # --- the checks themselves find what they are for ---
@@ -189,14 +201,16 @@ def test_violations_flag_an_import_from_the_same_row_or_above():
     assert violations(graph, rows) == ["m -> s (row 2 imports row 2)", "m -> t (row 2 imports row 3)"]
 
 
-def test_the_study_check_finds_what_it_is_for(tmp_path):
+def test_the_study_and_name_checks_find_what_they_are_for(tmp_path):
     studies = tmp_path / "grpo_lab" / "studies"
     studies.mkdir(parents=True)
     (tmp_path / "grpo_lab" / "__init__.py").write_text("")
     (studies / "__init__.py").write_text("")
     (studies / "a.py").write_text("from grpo_lab.studies import b\n")
     (studies / "b.py").write_text("import grpo_lab.studies\n")
+    (tmp_path / "grpo_lab" / "b.py").write_text("")
     assert study_imports(tmp_path / "grpo_lab") == ["grpo_lab.studies.a -> grpo_lab.studies.b"]
+    assert shared_names(tmp_path / "grpo_lab") == {"b": ["grpo_lab.b", "grpo_lab.studies.b"]}
 
 
 def test_cycles_finds_an_indirect_cycle_and_nothing_in_a_chain():

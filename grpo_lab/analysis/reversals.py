@@ -1,7 +1,7 @@
 """How a comparison's verdict changes between two conditions of the same comparison: another test bed
 (a scenario of the Evaluation guide §8, where "relative rankings can reverse between environments")
 or a longer horizon (§6.5: no method is judged by its early reward). Each row of two verdict tables
-(`analysis.verdicts.compare`, keyed by row and kind) is read as one of `CHANGES`:
+(`analysis.verdict_table.compare`, keyed by row and kind) is read as one of `CHANGES`:
 
 - `HELD`: both decide the same direction beyond the margin, or neither claims an effect beyond it
   (no difference, smaller than the margin);
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
-from grpo_lab.analysis.verdicts import WORDS
+from grpo_lab.analysis.verdict_table import WORDS
 
 HELD, REVERSED, APPEARS, VANISHES, SETTLED, OPEN = (
     "held",
@@ -105,7 +105,7 @@ def matrix(by_condition: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def cell(row: Mapping) -> str:
-    """A comparison's verdict in the verdict table's words (`analysis.verdicts.WORDS`, else
+    """A comparison's verdict in the verdict table's words (`analysis.verdict_table.WORDS`, else
     'undecided') and its effect, e.g. 'better +0.015'."""
     return f"{WORDS.get(row['verdict'], 'undecided')} {row['effect']:+.3f}"
 

@@ -1,6 +1,6 @@
 """What the paired-comparison studies share (03 schemes, 02 ablations, 12 verdicts, 11 your task):
 running a design in which every arm is needed, scoring its runs for the verdict table
-(`analysis.verdicts`), and drawing a verdict table as a forest plot. Not a study itself: the study
+(`analysis.verdict_table`), and drawing a verdict table as a forest plot. Not a study itself: the study
 modules call it, so the four of them train, score and draw their arms the same way."""
 
 from collections.abc import Collection, Mapping, Sequence
@@ -11,8 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import verdicts
-from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
+from grpo_lab.analysis import verdict_table
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, execute, run_design
@@ -20,9 +19,6 @@ from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.sweeps import collect
 from grpo_lab.profiles import Profile
 from grpo_lab.runlog import read_config
-
-VERDICT_COLORS = {BETTER: "tab:green", WORSE: "tab:red", SMALLER: "tab:olive", NO_DIFFERENCE: "tab:blue"}
-"""the colour of each decided verdict (`power.VERDICTS`) in a forest plot; any other is grey"""
 
 
 def run(
@@ -64,9 +60,9 @@ def configs(result: SweepResult) -> dict[str, dict]:
 
 
 def scores(result: SweepResult, measured: Mapping[str, Sequence[str]]) -> pd.DataFrame:
-    """One row per finished run with its verdict scores (`analysis.verdicts.run_scores`); the runs of
+    """One row per finished run with its verdict scores (`analysis.verdict_table.run_scores`); the runs of
     label L also carry the activity measure of every scheme or trick in `measured[L]`."""
-    return verdicts.run_scores(result.metrics, configs(result), dict(measured))
+    return verdict_table.run_scores(result.metrics, configs(result), dict(measured))
 
 
 def _seeds(table: pd.DataFrame, mixed: bool) -> str:
@@ -81,26 +77,51 @@ def _seeds(table: pd.DataFrame, mixed: bool) -> str:
     return "seeds (runs, for a screen) per row: " + ", ".join(named)
 
 
-def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
-    """A verdict table (`analysis.verdicts.compare`) as a forest plot: each row's paired effect on the
-    headline score with its interval (coloured by verdict; 95%, or the sequential rule's adjusted one
-    on its rows), its MDE as a grey band around 0 and its margin as ticks. `runs` says what the runs
-    were (steps), `title` what is compared."""
+def forest_axes(
+    table: pd.DataFrame, labels: Sequence[str], margins: str, extra_height: float
+) -> tuple[plt.Figure, plt.Axes]:
+    """The forest plot of every verdict table and of the screen's main effects, one row per row of
+    `table` (first at the top, labelled by `labels`): the effect and its interval coloured by verdict
+    (`verdict_table.VERDICT_COLORS`, grey for any other), the MDE as a grey band around 0 and the
+    margin, either as ticks on each row (`margins='per row'`: the paired rows, each with its own) or
+    as dotted lines (`margins='shared'`: the screen's one margin; a row without a finite interval then
+    shows its effect alone). The caller writes the axis label and the title."""
+    if margins not in ("per row", "shared"):
+        raise ValueError(f"margins must be 'per row' or 'shared', got {margins!r}")
     rows = table.iloc[::-1]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + extra_height))
     y = np.arange(len(rows))
     mde = rows["mde"].clip(upper=1)
     ax.barh(y, 2 * mde, left=-mde, color="0.9", label="± MDE")
     for yi, r in zip(y, rows.itertuples()):
+        colour = verdict_table.VERDICT_COLORS.get(r.verdict, "0.4")
         bar = [[r.effect - r.ci_low], [r.ci_high - r.effect]]
-        ax.errorbar(r.effect, yi, xerr=bar, fmt="o", color=VERDICT_COLORS.get(r.verdict, "0.4"), capsize=3)
-        ax.plot([-r.margin, r.margin], [yi, yi], "|", color="k", ms=10)
+        if margins == "per row":
+            ax.errorbar(r.effect, yi, xerr=bar, fmt="o", color=colour, capsize=3)
+            ax.plot([-r.margin, r.margin], [yi, yi], "|", color="k", ms=10)
+            continue
+        if np.isfinite(r.ci_low):
+            ax.errorbar(r.effect, yi, xerr=bar, fmt="none", ecolor=colour, capsize=3)
+        ax.plot(r.effect, yi, "o", color=colour)
     ax.axvline(0, color="k", lw=0.8)
+    if margins == "shared":
+        margin = float(table["margin"].iloc[0])
+        for x in (-margin, margin):
+            ax.axvline(x, color="k", lw=0.8, ls=":")
+    ax.set_yticks(y, list(labels)[::-1])
+    return fig, ax
+
+
+def forest(table: pd.DataFrame, runs: str, title: str) -> plt.Figure:
+    """A verdict table (`analysis.verdict_table.compare`) as a forest plot (`forest_axes`): each row's
+    paired effect on the headline score with its interval (coloured by verdict; 95%, or the
+    sequential rule's adjusted one on its rows), its MDE as a grey band around 0 and its margin as
+    ticks. `runs` says what the runs were (steps), `title` what is compared."""
     mixed = "protocol" in table and table["protocol"].nunique() > 1
     labels = [
-        f"{r.row} ({r.kind}, {r.protocol})" if mixed else f"{r.row} ({r.kind})" for r in rows.itertuples()
+        f"{r.row} ({r.kind}, {r.protocol})" if mixed else f"{r.row} ({r.kind})" for r in table.itertuples()
     ]
-    ax.set_yticks(y, labels)
+    fig, ax = forest_axes(table, labels, "per row", 1.5)
     interval = "95% t-interval over seeds"
     if "protocol" in table and (table["protocol"] == "sequential").any():
         interval += "; sequential rows: the rule's adjusted interval"

@@ -18,7 +18,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import verdicts
+from grpo_lab.analysis import verdict_table
 from grpo_lab.analysis.power import MIN_SEEDS
 from grpo_lab.comparisons import paired
 from grpo_lab.comparisons.bed import base, described
@@ -83,7 +83,7 @@ def comparisons(labels: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def arms(labels: Collection[str]) -> list[tuple[str, str, str, str]]:
-    """The verdict rows (`analysis.verdicts.compare`'s arms: row, kind, treatment, control) of the
+    """The verdict rows (`analysis.verdict_table.compare`'s arms: row, kind, treatment, control) of the
     `SCHEMES` among `labels`, in that order: each scheme against `REFERENCE` (kind 'scheme') and
     against its matched comparator (kind 'scheme vs <comparator>': its own mechanism alone). Both rows
     of a scheme carry its name, hence its activity measure."""
@@ -104,11 +104,11 @@ def scores(result: SweepResult) -> pd.DataFrame:
 def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     """The verdict rows of the scored runs (`arms`): each scheme against `REFERENCE` and against its
     matched comparator, paired on seeds, in the order of `SCHEMES`. Every row's gain is the
-    reference's (`analysis.verdicts.gain`), as in the sequential rule, and `margin` defaults to
+    reference's (`analysis.verdict_table.gain`), as in the sequential rule, and `margin` defaults to
     `MARGIN_OF_GAIN` times it."""
-    learned = verdicts.gain(scored[scored["label"] == REFERENCE])
+    learned = verdict_table.gain(scored[scored["label"] == REFERENCE])
     rows = arms(set(scored["label"]))
-    return verdicts.compare(scored, rows, margin=margin, reference_gain=learned)
+    return verdict_table.compare(scored, rows, margin=margin, reference_gain=learned)
 
 
 def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:

@@ -17,7 +17,7 @@ own (`contrasts`, `analysis.factorial.half_normal`) rather than noise in every i
 block there is no pure error: the intervals rest on the pooled residual of the 15 interaction chains
 (15 degrees of freedom: a large interaction widens every interval), and the table's `error term`
 column and the figure's caption say so. `replicates_needed` sizes the replicates. Every margin is
-`analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain on the study base (`reference_gain`, from the
+`analysis.verdict_table.MARGIN_OF_GAIN` times grpo's gain on the study base (`reference_gain`, from the
 caller: the verdict table's, or `stored_reference_gain`). The smoke profile runs the same 32 runs of
 its few steps. Design -> runs -> measures -> table and figure:
 
@@ -38,7 +38,7 @@ import pandas as pd
 
 from grpo_lab.analysis import factorial
 from grpo_lab.analysis.scores import HEADLINE, Score
-from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, gain
+from grpo_lab.analysis.verdict_table import MARGIN_OF_GAIN, gain
 from grpo_lab.comparisons import paired, scheme_arms
 from grpo_lab.comparisons.bed import base
 from grpo_lab.config import Config
@@ -130,7 +130,7 @@ def stored_effects(profile: str, root: str | Path | None = None) -> pd.DataFrame
 
 
 def stored_reference_gain(profile: str, root: str | Path | None = None) -> float | None:
-    """grpo's gain on the study base in the headline score (`analysis.verdicts.gain`), the gain every
+    """grpo's gain on the study base in the headline score (`analysis.verdict_table.gain`), the gain every
     margin of the screen is a share of: over the scheme study's grpo runs under `profile`
     (`studies.schemes`, whose runs the verdict table reads; their first seeds are also the ablation
     study's base runs) that are current in the store `root` (default: the profile's); None when none
@@ -215,7 +215,7 @@ def _margin(margin: float | None, reference_gain: float | None) -> tuple[float, 
         raise ValueError(
             f"the screen's margin and MDE / gain are read against grpo's gain on the study base "
             f"(MARGIN_OF_GAIN = {MARGIN_OF_GAIN} x it), not the screen's own runs': pass reference_gain "
-            f"(e.g. screen.stored_reference_gain(profile), or analysis.verdicts.gain of grpo's scored "
+            f"(e.g. screen.stored_reference_gain(profile), or analysis.verdict_table.gain of grpo's scored "
             f"runs), got {reference_gain!r}"
         )
     return (MARGIN_OF_GAIN * reference_gain if margin is None else margin), float(reference_gain)
@@ -252,23 +252,11 @@ def report(table: pd.DataFrame, factors: Mapping[str, Component] = FACTORS) -> s
 
 def figure(table: pd.DataFrame, score: Score = HEADLINE, setting: str = "") -> plt.Figure:
     """The main effects with their 95% intervals (bars), the MDE (grey band around 0 per row) and the
-    table's margin (dotted); the caption says what the score averages, over what window, on how many runs and
-    blocks and which variance the intervals rest on. `setting` says what the runs were (steps)."""
-    rows = table.iloc[::-1]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 2))
-    y = np.arange(len(rows))
-    mde = rows["mde"].clip(upper=1)
-    ax.barh(y, 2 * mde, left=-mde, color="0.9", label="± MDE")
-    for yi, r in zip(y, rows.itertuples()):
-        if np.isfinite(r.ci_low):
-            ax.errorbar(r.effect, yi, xerr=[[r.effect - r.ci_low], [r.ci_high - r.effect]], fmt="none",
-                        ecolor=paired.VERDICT_COLORS.get(r.verdict, "0.4"), capsize=3)  # fmt: skip
-        ax.plot(r.effect, yi, "o", color=paired.VERDICT_COLORS.get(r.verdict, "0.4"))
-    ax.axvline(0, color="k", lw=0.8)
+    table's margin (dotted), drawn by `paired.forest_axes`; the caption says what the score averages,
+    over what window, on how many runs and blocks and which variance the intervals rest on. `setting`
+    says what the runs were (steps)."""
+    fig, ax = paired.forest_axes(table, list(table["factor"]), "shared", 2)
     margin = float(table["margin"].iloc[0])
-    for x in (-margin, margin):
-        ax.axvline(x, color="k", lw=0.8, ls=":")
-    ax.set_yticks(y, list(rows["factor"]))
     ax.set_xlabel("main effect: mean score with the factor on minus off (95% t-interval)")
     runs, blocks, seeds = (int(table[c].max()) for c in ("runs", "blocks", "seeds"))
     variance = f"{table['variance'].iloc[0]}, {int(table['df'].iloc[0])} df"

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import sequential, verdicts
+from grpo_lab.analysis import sequential, verdict_table
 from grpo_lab.analysis.power import MIN_SEEDS
 from grpo_lab.analysis.scores import HEADLINE
-from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
+from grpo_lab.analysis.verdict_table import MARGIN_OF_GAIN
 from grpo_lab.comparisons import paired
 from grpo_lab.comparisons.scheme_arms import REFERENCE, arms, comparisons, scores
 from grpo_lab.config import Config
@@ -103,9 +103,9 @@ def rule(margin: float, cap: int) -> sequential.Plan:
 
 
 def margin_of(reference: pd.DataFrame) -> float:
-    """The study's margin from the reference's scored runs (`verdicts.gain`): `MARGIN_OF_GAIN` x its
+    """The study's margin from the reference's scored runs (`verdict_table.gain`): `MARGIN_OF_GAIN` x its
     gain, `MIN_MARGIN` when it learned nothing."""
-    return max(MARGIN_OF_GAIN * verdicts.gain(reference), MIN_MARGIN)
+    return max(MARGIN_OF_GAIN * verdict_table.gain(reference), MIN_MARGIN)
 
 
 def _stored_score(config: Config, root: str | Path | None) -> tuple[float, float] | None:
@@ -149,7 +149,7 @@ def run(
             )
 
 
-def verdict_rule(settings: Profile, margin: float) -> verdicts.Rule | None:
+def verdict_rule(settings: Profile, margin: float) -> verdict_table.Rule | None:
     """The sequential rule the study follows under `settings` (`sequential_seeds`) as a verdict
     table applies it: the plan it builds (`rule`: first look at `power.MIN_SEEDS` seeds, `LOOK_BLOCK`
     seeds between looks, the profile's seeds as the cap) and the looks it makes (`looks`), with the
@@ -161,7 +161,7 @@ def verdict_rule(settings: Profile, margin: float) -> verdicts.Rule | None:
     cap = len(settings.seeds)
     if cap < MIN_SEEDS:
         return None
-    return verdicts.Rule(rule(margin, cap), looks(settings))
+    return verdict_table.Rule(rule(margin, cap), looks(settings))
 
 
 def rule_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
@@ -170,10 +170,10 @@ def rule_table(result: SweepResult, settings: Profile) -> pd.DataFrame:
     `MARGIN_OF_GAIN` times the reference's gain over its runs; plain paired rows under a profile too
     small for a look."""
     scored = scores(result)
-    learned = verdicts.gain(scored[scored["label"] == REFERENCE])
+    learned = verdict_table.gain(scored[scored["label"] == REFERENCE])
     margin = MARGIN_OF_GAIN * learned
     rows = arms(set(scored["label"]))
     chosen = verdict_rule(settings, margin)
     if chosen is None:
-        return verdicts.compare(scored, rows, margin=margin, reference_gain=learned)
-    return verdicts.compare(scored, rows, reference_gain=learned, protocol="sequential", rule=chosen)
+        return verdict_table.compare(scored, rows, margin=margin, reference_gain=learned)
+    return verdict_table.compare(scored, rows, reference_gain=learned, protocol="sequential", rule=chosen)

@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_lab.analysis.claims import CRASH_STEPS
-from grpo_lab.analysis.power import BETTER, WORSE
+from grpo_lab.analysis.claim_checks import CRASH_STEPS
+from grpo_lab.analysis.verdict_table import BETTER, WORSE
 from grpo_lab.comparisons import paired, screen
 from grpo_lab.comparisons.bed import base
 from grpo_lab.comparisons.point_sets import for_profile, variant_points

@@ -2,7 +2,7 @@
 review rates ten tricks on five columns (源码实现难度 implementation difficulty, 训练稳定性 training
 stability, 推理性能提升 performance gain, 工程成本 engineering cost, 推荐指数 recommendation); beside
 each rating this module puts the lab's measured counterpart from the verdict table of notebook 12
-(`studies.verdicts.table`, columns of `analysis.verdicts.TABLE_COLUMNS`) and reads the pair as
+(`studies.verdicts.table`, columns of `analysis.verdict_table.TABLE_COLUMNS`) and reads the pair as
 `AGREE`, `DISAGREE`, `NOT_DECIDED` (the lab measured it, but its runs do not decide it) or
 `NOT_TESTABLE` (nothing here can measure it).
 
@@ -31,12 +31,15 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
-from grpo_lab.analysis.verdicts import (
+from grpo_lab.analysis.verdict_table import (
+    BETTER,
     COST_MARGIN,
     MULTIPLES,
+    NO_DIFFERENCE,
+    SMALLER,
     STABILITY_FIGURE,
     WORDS,
+    WORSE,
     entropy_cell,
     recommendation,
 )
@@ -86,12 +89,12 @@ PERFORMANCE_AGREES: dict[str, tuple[str, ...]] = {
 }
 """per performance rating, the headline verdicts that agree with it; the other decided verdicts
 disagree. 高 and 中 claim a gain that matters, which only `better` shows (an effect beyond the
-margin, `analysis.verdicts.MARGIN_OF_GAIN` x grpo's gain). 低 claims a gain too small to matter: a
+margin, `analysis.verdict_table.MARGIN_OF_GAIN` x grpo's gain). 低 claims a gain too small to matter: a
 difference within the margin, or none; `better` contradicts it, and so does `worse` (a loss, not a
 small gain). 无 claims no gain, which a loss does not contradict (the review reports global reward
 normalization, rated 无, as harmful)."""
 DECIDED = (BETTER, WORSE, SMALLER, NO_DIFFERENCE)
-"""the verdicts that decide a comparison (`power.VERDICTS` less undecided and too few seeds)"""
+"""the verdicts that decide a comparison (`analysis.power.VERDICTS` less undecided and too few seeds)"""
 
 STABILITY_X = 1.25
 """a stability multiple (arm / reference, as the verdict table gives it) at or beyond this factor, or
@@ -115,7 +118,7 @@ COST_BANDS: dict[str, tuple[float, float]] = {
 }
 """per cost rating, the step-time multiples (low, high] that agree with it. The review's engineering
 cost is the work to build a trick and the compute it adds; the lab measures the compute alone (the
-verdict table's step-time multiple, `analysis.verdicts.COST_MARGIN` the width of 'costs the same').
+verdict table's step-time multiple, `analysis.verdict_table.COST_MARGIN` the width of 'costs the same').
 极低 and 低 agree with no measurable extra time; 中 with up to half a step more (the review gives the
 learnable temperature, rated 中, 15% to 20% more compute, §4.4); 高 with more than that"""
 
@@ -136,7 +139,7 @@ most, §3.2) take none, so their cells are `NOT_TESTABLE`"""
 
 SCREEN, LEAVE_ONE_OUT, PAIRED = ("factorial screen",), ("leave-one-out",), ("paired",)
 SCHEME = ("sequential", "paired")
-"""the protocols (`analysis.verdicts.PROTOCOLS`) of the rows a review trick may be read from: a scheme
+"""the protocols (`analysis.verdict_table.PROTOCOLS`) of the rows a review trick may be read from: a scheme
 row is the sequential rule's, or paired under a profile too small for a look"""
 
 
@@ -311,7 +314,7 @@ def cost_reading(rating: str, cost: float) -> str:
 
 
 def lab_stance(verdict: str, inert: bool) -> str | None:
-    """The stance of a verdict-table row's recommendation (`analysis.verdicts.recommendation`, which
+    """The stance of a verdict-table row's recommendation (`analysis.verdict_table.recommendation`, which
     follows from the same verdict): `ADOPT` for a trick that is better (at a cost or not), `DROP` for
     one that is worse, no different or smaller than the margin (nothing to gain by adding it), None
     (no stance) for an undecided row or a trick that never acted."""
@@ -346,7 +349,7 @@ def _find(verdict_table: pd.DataFrame, sources: Sequence[Source]) -> tuple[Sourc
 def _reversed(row: dict) -> dict:
     """A row read the other way round, treatment and control swapped: the effect and its interval
     negated, better and worse exchanged, every multiple inverted, and the recommendation derived anew
-    from the swapped verdict and cost (`analysis.verdicts.recommendation`)."""
+    from the swapped verdict and cost (`analysis.verdict_table.recommendation`)."""
     swap = {BETTER: WORSE, WORSE: BETTER}
     out = dict(row)
     out["effect"], out["ci_low"], out["ci_high"] = -row["effect"], -row["ci_high"], -row["ci_low"]

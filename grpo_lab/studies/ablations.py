@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import plots, robustness, stability, verdicts
-from grpo_lab.analysis.claims import CRASH_STEPS
+from grpo_lab.analysis import plots, robustness, stability, verdict_table
+from grpo_lab.analysis.claim_checks import CRASH_STEPS
 from grpo_lab.analysis.stats import curve, seeds_shown
 from grpo_lab.comparisons import paired
 from grpo_lab.comparisons.bed import described
@@ -90,18 +90,18 @@ def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     where some of its runs finished), then each trick (all on against all but that one), paired on
     seeds; `RECALIBRATED` against `KL_IN_REWARD` (kind 'recalibration': the normalization alone).
     The `kind` column says which ('component', 'recalibration', 'conflict', 'trick'); `margin` as for
-    `analysis.verdicts.compare` (None: a share of the reference's gain)."""
+    `analysis.verdict_table.compare` (None: a share of the reference's gain)."""
     labels = set(scored["label"])
     arms = [(v, "component", v, REFERENCE) for v in VARIANTS if v in labels]
     if {RECALIBRATED, KL_IN_REWARD} <= labels:
         arms.append((RECALIBRATED, "recalibration", RECALIBRATED, KL_IN_REWARD))
     arms += [(c, "conflict", c, REFERENCE) for c in CONFLICTS if c in labels]
     arms += [(t, "trick", ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in labels]
-    return verdicts.compare(scored, arms, margin=margin)
+    return verdict_table.compare(scored, arms, margin=margin)
 
 
 def reference_gain(scored: pd.DataFrame) -> float:
-    """grpo's gain on the study base in the headline score (`analysis.verdicts.gain` over the base's
+    """grpo's gain on the study base in the headline score (`analysis.verdict_table.gain` over the base's
     runs, `REFERENCE`, of `scores`): the gain the screen's margin and `MDE / gain` are read against
     (`screen.main_effects`); an error without those runs."""
     base_runs = scored[scored["label"] == REFERENCE]
@@ -109,13 +109,13 @@ def reference_gain(scored: pd.DataFrame) -> float:
         raise ValueError(
             f"no runs of the base {REFERENCE!r} among the scored labels {sorted(set(scored['label']))}"
         )
-    return verdicts.gain(base_runs)
+    return verdict_table.gain(base_runs)
 
 
 def crashed(run: pd.DataFrame, steps: int) -> bool:
     """Whether a run of `steps` steps crashed early: it stopped, or logged a non-finite loss or
     reward, within its first `CRASH_STEPS` steps (all of them in a shorter run, such as a smoke run:
-    `analysis.claims.crashed_early` with the window cut to the run's length)."""
+    `analysis.claim_checks.crashed_early` with the window cut to the run's length)."""
     window = min(CRASH_STEPS, steps)
     rows = run[run["reward"].notna() & (run["step"] < window)]
     return len(rows) < window or not np.isfinite(rows[["loss", "reward"]].to_numpy(dtype=float)).all()

@@ -1,7 +1,7 @@
 """The claims study (notebook 09): the testable claims of the two design documents, the Evaluation
 guide and the Tricks review (summarized section by section in docs/sources.md), as pre-declared tests
-(`analysis.claims.Claim`), the runs they need and each run's score. The decision rule, the per-run
-metrics, the verdict table and its figure read run logs only and live in `analysis.claims`.
+(`analysis.claim_checks.Claim`), the runs they need and each run's score. The decision rule, the per-run
+metrics, the verdict table and its figure read run logs only and live in `analysis.claim_checks`.
 
 Every quantitative claim is tested at the number its document states (a claim's `reading` says how
 a stated number becomes a region where a choice was needed); the claims the lab cannot test are in
@@ -25,8 +25,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import claims as analysis_claims
-from grpo_lab.analysis.claims import (
+from grpo_lab.analysis import claim_checks
+from grpo_lab.analysis.claim_checks import (
     CRASH_STEPS,
     KL_BOUND,
     ON_FAILURE,
@@ -529,5 +529,5 @@ def scores(claims: Sequence[Claim], runs: Runs, settings: Mapping[str, Profile])
 
 
 def figure(table: pd.DataFrame, claims: Sequence[Claim]) -> plt.Figure:
-    """Each claim's estimate and interval against its claimed region (`analysis.claims.figure`)."""
-    return analysis_claims.figure(table, claims)
+    """Each claim's estimate and interval against its claimed region (`analysis.claim_checks.figure`)."""
+    return claim_checks.figure(table, claims)

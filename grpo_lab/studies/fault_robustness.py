@@ -26,8 +26,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import power, robustness
+from grpo_lab.analysis import power, robustness, verdict_table
 from grpo_lab.analysis.robustness import CLEAN, CLEAN_CONDITION
+from grpo_lab.analysis.stats import seeds_shown
 from grpo_lab.comparisons import paired, point_sets, scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import base, described
 from grpo_lab.comparisons.point_sets import for_profile
@@ -40,13 +41,6 @@ COLUMNS = ["scheme", "fault", "level", "condition"]
 FULL = scheme_arms.FIRST_LOOK
 """under the full profile: the scheme study's runs over its first look, so that every clean run is one
 notebook 03 already holds"""
-COLOURS = {
-    power.BETTER: "tab:green",
-    power.WORSE: "tab:red",
-    power.SMALLER: "tab:olive",
-    power.NO_DIFFERENCE: "tab:blue",
-}
-"""a verdict's colour in the figure (grey for any other)"""
 SEEDS_SHOWN = 200
 """`relative`'s seeds_needed is inf beyond this many seeds"""
 
@@ -89,7 +83,7 @@ def run(
 
 
 def scores(result: SweepResult) -> pd.DataFrame:
-    """One row per finished run: its scores (`analysis.verdicts.run_scores`) with `COLUMNS`."""
+    """One row per finished run: its scores (`analysis.verdict_table.run_scores`) with `COLUMNS`."""
     scored = paired.scores(result, {})
     columns = result.runs[["label", *COLUMNS]].drop_duplicates("label")
     return scored.merge(columns, on="label", validate="many_to_one")
@@ -177,7 +171,7 @@ def figure(changed: pd.DataFrame, margin: float, settings: Profile) -> plt.Figur
             at = y[r.scheme]
             if np.isfinite(r.mde):
                 ax.barh(at, 2 * r.mde, left=-r.mde, height=0.6, color="0.88", zorder=1)
-            colour = COLOURS.get(r.verdict, "0.5")
+            colour = verdict_table.VERDICT_COLORS.get(r.verdict, "0.5")
             ax.errorbar(r.diff, at, xerr=[[r.diff - r.lo], [r.hi - r.diff]], fmt="o", color=colour,
                         ms=4, capsize=2, zorder=3)  # fmt: skip
         for edge in (-margin, margin):
@@ -188,7 +182,7 @@ def figure(changed: pd.DataFrame, margin: float, settings: Profile) -> plt.Figur
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_yticks(range(len(names)), names, fontsize=8)
     n = changed["n"]
-    seeds = f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"
+    seeds = seeds_shown(list(n))
     fig.suptitle(
         f"what each fault does to each scheme ({described(settings)}, {settings.steps} steps, {seeds} paired "
         f"seeds):\nfault minus clean, 95% interval coloured by verdict; grey: MDE; dotted: the margin "

@@ -16,11 +16,11 @@ reverse between environments"), each bed with a check of that problem computed f
   log-probs (verl's one-step off-policy trainer), so the sampler's log-probs depart from the trained
   policy's and the sampler IS corrections have a lag to correct (`problems.inconsistency`).
 
-Every bed is the study base with its `Scenario.changes` and nothing else; its arms are the scheme
-study's (each scheme, with its matched comparator) on the bed, judged under the scheme study's
-sequential rule against the bed's own grpo gain. The verdict matrix sets each scheme row beside the
-base's (notebook 03's runs) with the change between them (`analysis.reversals`): the Evaluation
-guide's "rankings can reverse between environments", measured.
+Every bed is the study base with its `Scenario.changes` (`comparisons.cases`) and nothing else; its
+arms are the scheme study's (each scheme, with its matched comparator) on the bed, judged under the scheme
+study's sequential rule against the bed's own grpo gain. The verdict matrix sets each scheme row beside the
+base's (notebook 03's runs) with the change between them (`analysis.reversals`): the Evaluation guide's
+"rankings can reverse between environments", measured.
 
 - `settings` / `design` / `runs` / `run`: the profile of `FULL`, one scheme design per bed;
 - `presence`: the problem-present checks; `tables`: each bed's verdict table; `matrix`: every scheme
@@ -28,8 +28,7 @@ guide's "rankings can reverse between environments", measured.
 - `figure_presence`, `figure` (the matrix), `matrix_markdown` (written next to the matrix's figure)."""
 
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import problems, reversals, verdicts
+from grpo_lab.analysis import problems, reversals, verdict_table
 from grpo_lab.analysis.problems import Presence
 from grpo_lab.comparisons import scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import described
+from grpo_lab.comparisons.cases import Scenario, registry
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
@@ -75,44 +75,38 @@ def _arm(metrics: pd.DataFrame, label: str) -> pd.DataFrame:
     return runs
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """A test bed of the Evaluation guide §8 and the check that its problem is present."""
-
-    changes: tuple[tuple[str, Any], ...]
-    """what the bed changes relative to the study base, as (field, value) pairs"""
-    guide: str
-    """the scenario as the Evaluation guide §8 names it"""
-    check: Callable[[pd.DataFrame], Presence]
-    """whether the problem is present, from the bed's runs (`analysis.problems`)"""
-    needs: tuple[str, ...] = (REFERENCE,)
-    """the arms the check reads; the design always trains them"""
-
-
-SCENARIOS: dict[str, Scenario] = {
-    "long answers": Scenario(
-        (("max_completion_length", 64),),
-        "long answers dominate: mind the loss coefficients and sequence-level advantages",
-        _length_bias,
-        (REFERENCE, MATCHED, "dr_grpo"),
-    ),
-    "cut-off answers": Scenario(
-        (("max_completion_length", 40),),
-        "long answers dominate, cut off: truncated answers are wrong",
-        _length_bias,
-        (REFERENCE, MATCHED, "dr_grpo"),
-    ),
-    "sparse reward": Scenario(
-        (("group_size", 4), ("prompts_per_step", 16)),
-        "sparse rewards, little within-group discrimination: group size matters",
-        _sparse,
-    ),
-    "asynchronous sampler": Scenario(
-        (("fault_stale_k", 1), ("fault_stale_recompute", True)),
-        "strict train-inference consistency: the sampler is not the trained policy",
-        _inconsistent,
-    ),
-}
+SCENARIOS = registry(
+    {
+        "long answers": Scenario(
+            "Evaluation guide §8",
+            "long answers dominate: mind the loss coefficients and sequence-level advantages",
+            {"max_completion_length": 64},
+            check=_length_bias,
+            needs=(REFERENCE, MATCHED, "dr_grpo"),
+        ),
+        "cut-off answers": Scenario(
+            "Evaluation guide §8",
+            "long answers dominate, cut off: truncated answers are wrong",
+            {"max_completion_length": 40},
+            check=_length_bias,
+            needs=(REFERENCE, MATCHED, "dr_grpo"),
+        ),
+        "sparse reward": Scenario(
+            "Evaluation guide §8",
+            "sparse rewards, little within-group discrimination: group size matters",
+            {"group_size": 4, "prompts_per_step": 16},
+            check=_sparse,
+            needs=(REFERENCE,),
+        ),
+        "asynchronous sampler": Scenario(
+            "Evaluation guide §8",
+            "strict train-inference consistency: the sampler is not the trained policy",
+            {"fault_stale_k": 1, "fault_stale_recompute": True},
+            check=_inconsistent,
+            needs=(REFERENCE,),
+        ),
+    }
+)
 """the beds, each the study base with its changes"""
 FULL = Budget(seeds=tuple(range(6)), steps=60, eval_every=5, scored_tail=True)
 """under the full profile: the scheme study's runs (60 steps, validated every 5 in the scored tail),
@@ -137,7 +131,7 @@ def design(settings: Profile) -> dict[str, list[Point]]:
     """Per bed, the scheme study's design (`scheme_arms.design`: each scheme and its matched comparator)
     with the bed's changes on every arm."""
     return {
-        name: scheme_arms.design(settings, arms(settings, scenario), **dict(scenario.changes))
+        name: scheme_arms.design(settings, arms(settings, scenario), **scenario.changes)
         for name, scenario in SCENARIOS.items()
     }
 
@@ -159,7 +153,7 @@ def run(designs: Mapping[str, Sequence[Point]], settings: Profile, **options: An
 def presence(results: Mapping[str, SweepResult]) -> pd.DataFrame:
     """Each bed's problem-present check from its own runs, one row per bed (the fields of
     `analysis.problems.Presence`, the bed first)."""
-    checks = problems.table([SCENARIOS[name].check(result.metrics) for name, result in results.items()])
+    checks = problems.table([SCENARIOS[name].presence(result.metrics) for name, result in results.items()])
     checks.insert(0, "bed", list(results))
     return checks
 
@@ -217,7 +211,7 @@ def figure(by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame, settings: 
 def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame) -> str:
     """The matrix as GitHub markdown: a table of every scheme row's verdict and effect on the base and
     on each bed, each bed's cell with its change from the base; then, per bed, its check and its full
-    verdict table in the verdict table's columns (`analysis.verdicts.table_markdown`)."""
+    verdict table in the verdict table's columns (`analysis.verdict_table.table_markdown`)."""
     beds = [b for b in by_bed if b != BASE]
     lines = ["| row | kind | " + " | ".join([BASE, *beds]) + " |", "|" + "---|" * (len(beds) + 3)]
     for r in by_bed[BASE].to_dict("records"):
@@ -238,9 +232,9 @@ def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], ch
         bed = check["bed"]
         present = "present" if check["present"] else "ABSENT"
         out.append(
-            f"\n### {bed}\n\n{SCENARIOS[bed].guide}. Changes: "
-            f"{', '.join(f'{k}={v}' for k, v in SCENARIOS[bed].changes)}. Check: {check['measure']} "
+            f"\n### {bed}\n\n{SCENARIOS[bed].summary}. Changes: "
+            f"{', '.join(f'{k}={v}' for k, v in SCENARIOS[bed].changes.items())}. Check: {check['measure']} "
             f"{check['value']:.3g} [{check['low']:.3g}, {check['high']:.3g}], bound {check['threshold']:g}: "
-            f"{check['problem']} {present}.\n\n{verdicts.table_markdown(by_bed[bed])}"
+            f"{check['problem']} {present}.\n\n{verdict_table.table_markdown(by_bed[bed])}"
         )
     return "".join(out)

@@ -34,7 +34,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import power, reversals, stats, verdicts
+from grpo_lab.analysis import power, reversals, stats, verdict_table
+from grpo_lab.analysis.stats import seeds_shown
 from grpo_lab.comparisons import paired, scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import base, described
 from grpo_lab.config import Config
@@ -213,7 +214,7 @@ def _rate_points(settings: Profile) -> list[Point]:
 
 
 def scores(result: SweepResult) -> pd.DataFrame:
-    """One row per point and seed: the run's scores (`analysis.verdicts.run_scores`) with the point's
+    """One row per point and seed: the run's scores (`analysis.verdict_table.run_scores`) with the point's
     scheme, knob and factor."""
     scored = paired.scores(result, {})
     columns = result.runs[["label", "scheme", "knob", "factor"]].drop_duplicates("label")
@@ -221,7 +222,7 @@ def scores(result: SweepResult) -> pd.DataFrame:
 
 
 def margin(scored: pd.DataFrame) -> float:
-    """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's gain (`verdicts.gain`) at its own
+    """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's gain (`verdict_table.gain`) at its own
     settings, `sequential_seeds.MIN_MARGIN` where grpo learned nothing."""
     own = scored[(scored["scheme"] == scheme_arms.REFERENCE) & (scored["factor"] == 1.0)]
     return sequential_seeds.margin_of(own.drop_duplicates("seed"))
@@ -301,7 +302,7 @@ def figure(scored: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure
             ax.minorticks_off()
             ax.grid(alpha=0.3)
     n = outcomes["n"]
-    seeds = f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"
+    seeds = seeds_shown(list(n))
     fig.suptitle(
         f"sensitivity per scheme ({described(settings)}, {settings.steps} steps): mean headline score,\n"
         f"95% t-interval over {seeds} seeds; red x: a failure edge, worse than the knob's best by more "
@@ -333,7 +334,7 @@ def best_rate_table(
     lr = scored[scored["knob"] == "learning_rate"]
     shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
     rows = scheme_arms.arms(set(shared["label"]))
-    learned = verdicts.gain(shared[shared["label"] == scheme_arms.REFERENCE])
+    learned = verdict_table.gain(shared[shared["label"] == scheme_arms.REFERENCE])
     sides = {
         "shared": shared,
         "own best": lr[lr["factor"] == lr["scheme"].map(rates)].assign(label=lambda f: f["scheme"]),
@@ -342,9 +343,9 @@ def best_rate_table(
         sides["fresh seeds"] = fresh.assign(label=fresh["scheme"])
     kept = ["effect", "ci_low", "ci_high", "seeds", "verdict"]
     found = [
-        verdicts.compare(frame, rows, margin=margin, reference_gain=learned)[["row", "kind", *kept]].rename(
-            columns={c: f"{c} {side}" for c in kept}
-        )
+        verdict_table.compare(frame, rows, margin=margin, reference_gain=learned)[
+            ["row", "kind", *kept]
+        ].rename(columns={c: f"{c} {side}" for c in kept})
         for side, frame in sides.items()
     ]
     table = functools.reduce(lambda left, right: left.merge(right, on=["row", "kind"]), found)
@@ -370,7 +371,7 @@ def best_rate_markdown(table: pd.DataFrame) -> str:
     sides = ("shared", "own best", "fresh seeds") if fresh else ("shared", "own best")
     for r in table.to_dict("records"):
         at = {
-            side: f"{verdicts.WORDS.get(r[f'verdict {side}'], 'undecided')}: {r[f'effect {side}']:+.3f} "
+            side: f"{verdict_table.WORDS.get(r[f'verdict {side}'], 'undecided')}: {r[f'effect {side}']:+.3f} "
             f"[{r[f'ci_low {side}']:+.3f}, {r[f'ci_high {side}']:+.3f}], {r[f'seeds {side}']} seeds"
             for side in sides
         }

@@ -25,8 +25,7 @@ the problem present in the fault's runs and in the remedy's, the watched metric 
 remedy minus fault), `conflict_table`, `figure`, and `detection` (the confusion table of every rule on
 every arm: the base's row is each rule's false alarms here, a fault's row its detection of that case)."""
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.analysis.stats import curve, seeds_shown
 from grpo_lab.comparisons import scheme_arms
 from grpo_lab.comparisons.bed import base, described
+from grpo_lab.comparisons.cases import Scenario, registry
 from grpo_lab.comparisons.point_sets import for_profile, variant_points
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
@@ -50,24 +50,6 @@ REFERENCE = "base"
 """the label of the study base, run beside every scenario"""
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """One troubleshooting case of the Tricks review, as a fault and its remedy over the base."""
-
-    source: str
-    """the review's section (`docs/sources.md`)"""
-    symptom: str
-    """what the review says goes wrong and what it prescribes"""
-    fault: Mapping[str, Any]
-    """config fields over the base that provoke the problem"""
-    remedy: Mapping[str, Any]
-    """config fields over the fault: the review's remedy"""
-    rules: tuple[str, ...]
-    """the diagnostic rules (`analysis.diagnostics`), any of which names the problem"""
-    watch: str
-    """the logged metric that shows the problem"""
-
-
 DRIFT: dict[str, Any] = {"learning_rate": 6e-5, "kl_coef": 0.004, "fault_reward_sigma": 1.0}
 """what makes the policy drift from the reference (§2.3: "too small a coefficient and the outputs drift
 fast"): a KL coefficient a tenth of the base's at twice its learning rate, under a noisy reward (Gaussian
@@ -75,43 +57,45 @@ noise of sd 1, as the fault study's, `studies.fault_injection`), which keeps eve
 apart and so keeps pushing the policy after the task's own signal is spent. Without the noise the push stops:
 at learning rate 1e-4 and this coefficient the KL jumps within 10 steps and then stays level, because most
 groups tie on reward (`docs/studies.md`, "Troubleshooting scenarios")"""
-SCENARIOS: dict[str, Scenario] = {
-    "KL rising without return": Scenario(
-        "Tricks review §4.1",
-        "KL keeps rising with no sign of falling back: the model drifts; raise the KL coefficient or "
-        "lower the learning rate",
-        DRIFT,
-        {"kl_coef": 0.04},
-        ("kl_drift",),
-        "kl/exact",
-    ),
-    "KL fluctuating violently": Scenario(
-        "Tricks review §4.1",
-        "KL swings from step to step: the groups' samples are unsteady; lower the sampling temperature",
-        {"temperature": 1.5},
-        {"temperature": 0.8},
-        ("kl_volatility",),
-        "kl/exact",
-    ),
-    "entropy coefficient too large": Scenario(
-        "Tricks review §4.2",
-        "a collapse in mid-run from too large an entropy coefficient; set it to zero and the diversity "
-        "comes back",
-        {"entropy_coef": 0.05},
-        {"entropy_coef": 0.0},
-        ("entropy_collapse", "entropy_rising", "template_collapse", "mode_collapse"),
-        "entropy",
-    ),
-    "adaptive KL threshold too high": Scenario(
-        "Tricks review §4.2",
-        "the adaptive KL's threshold sits far above the safe range, so the coefficient reacts only after "
-        "the policy has drifted; lower the threshold and slow the growth",
-        {**DRIFT, "kl_schedule": "threshold", "kl_target": 1.0, "kl_growth": 0.2},
-        {"kl_target": 0.02, "kl_growth": 0.02},
-        ("kl_drift",),
-        "kl/exact",
-    ),
-}
+SCENARIOS = registry(
+    {
+        "KL rising without return": Scenario(
+            "Tricks review §4.1",
+            "KL keeps rising with no sign of falling back: the model drifts; raise the KL coefficient or "
+            "lower the learning rate",
+            DRIFT,
+            remedy={"kl_coef": 0.04},
+            rules=("kl_drift",),
+            watch="kl/exact",
+        ),
+        "KL fluctuating violently": Scenario(
+            "Tricks review §4.1",
+            "KL swings from step to step: the groups' samples are unsteady; lower the sampling temperature",
+            {"temperature": 1.5},
+            remedy={"temperature": 0.8},
+            rules=("kl_volatility",),
+            watch="kl/exact",
+        ),
+        "entropy coefficient too large": Scenario(
+            "Tricks review §4.2",
+            "a collapse in mid-run from too large an entropy coefficient; set it to zero and the diversity "
+            "comes back",
+            {"entropy_coef": 0.05},
+            remedy={"entropy_coef": 0.0},
+            rules=("entropy_collapse", "entropy_rising", "template_collapse", "mode_collapse"),
+            watch="entropy",
+        ),
+        "adaptive KL threshold too high": Scenario(
+            "Tricks review §4.2",
+            "the adaptive KL's threshold sits far above the safe range, so the coefficient reacts only after "
+            "the policy has drifted; lower the threshold and slow the growth",
+            {**DRIFT, "kl_schedule": "threshold", "kl_target": 1.0, "kl_growth": 0.2},
+            remedy={"kl_target": 0.02, "kl_growth": 0.02},
+            rules=("kl_drift",),
+            watch="kl/exact",
+        ),
+    }
+)
 """the review's §4 cases, each with its fault and remedy over the study base (the faults' strengths are
 this module's choices, to be checked by 'problem present' in `table`)"""
 REWARD_TERM: dict[str, Any] = {"rewards": ("correct", "verbose"), "reward_weights": (1.0, 0.5)}
@@ -171,7 +155,7 @@ def labels(name: str, settings: Profile) -> tuple[str, str]:
     """The labels of a scenario's fault and remedy arms; a remedy that restores the base (the entropy
     coefficient back to 0) is the base's own runs, `REFERENCE`."""
     scenario = SCENARIOS[name]
-    restored = base(settings).replace(**{**scenario.fault, **scenario.remedy}) == base(settings)
+    restored = base(settings).replace(**{**scenario.changes, **scenario.remedy}) == base(settings)
     return f"{name}: fault", REFERENCE if restored else f"{name}: remedy"
 
 
@@ -183,9 +167,9 @@ def variants(settings: Profile) -> dict[str, dict[str, Any]]:
     arms: dict[str, dict[str, Any]] = {}
     for name, scenario in scenarios(settings).items():
         fault, remedy = labels(name, settings)
-        arms[fault] = dict(scenario.fault)
+        arms[fault] = dict(scenario.changes)
         if remedy != REFERENCE:
-            arms[remedy] = {**scenario.fault, **scenario.remedy}
+            arms[remedy] = {**scenario.changes, **scenario.remedy}
     logged = {"grad_cos_every": GRAD_COS_EVERY}
     arms[cosines(REFERENCE)] = logged
     arms |= {name: {**changes, **logged} for name, changes in conflict_arms(settings).items()}

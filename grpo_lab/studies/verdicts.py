@@ -5,7 +5,7 @@
 `studies.ablations`) and the tricks the leave-one-out confirms (every trick on against all but that
 one, `studies.ablations`). It asks for those studies' designs under their own settings, so their
 runs are shared through the store and, after notebooks 02 and 03, this one only loads. Every row's
-margin is `analysis.verdicts.MARGIN_OF_GAIN` times grpo's gain over its run, and `MDE / gain` its MDE
+margin is `analysis.verdict_table.MARGIN_OF_GAIN` times grpo's gain over its run, and `MDE / gain` its MDE
 over that gain. The scheme rows are decided by the scheme study's own sequential rule
 (`sequential_seeds.verdict_rule`) on its adjusted interval, not re-decided on a plain 95% one; every row shows
 the paired effect on greedy accuracy beside the headline one.
@@ -20,7 +20,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import plots, verdicts
+from grpo_lab.analysis import plots, verdict_table
 from grpo_lab.analysis.scores import examine as score_examination
 from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds, timing, trick_arms
 from grpo_lab.config import Config
@@ -114,7 +114,7 @@ def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     activity measure where it is on."""
     screened = results["screen"]
     measured = {
-        label: [f for f in screen.FACTORS if bool(run[f].iloc[0]) and f in verdicts.ACTIVITY]
+        label: [f for f in screen.FACTORS if bool(run[f].iloc[0]) and f in verdict_table.ACTIVITY]
         for label, run in screened.metrics.groupby("label")
     }
     per_run = paired.scores(screened, measured)
@@ -151,7 +151,7 @@ def table(
     """The verdict table: the schemes against grpo and, where a scheme also changes what is not its
     mechanism, against its matched comparator (`scheme_arms.arms`), the screen's factors, the conflicts
     against grpo, then the confirmed tricks (all on against all but that one). Every row's reference gain
-    is grpo's (`analysis.verdicts.gain` over the schemes' grpo runs) and `margin` defaults to
+    is grpo's (`analysis.verdict_table.gain` over the schemes' grpo runs) and `margin` defaults to
     `MARGIN_OF_GAIN` times it, the screen's included. The scheme rows are the scheme study's sequential
     rule's decisions (`sequential_seeds.verdict_rule` under `settings['schemes']`, the study's settings:
     required, as they fix the rule's looks and cap; protocol 'sequential'); under a profile too small for a
@@ -166,8 +166,8 @@ def table(
             "its settings: pass this study's settings (verdicts.settings(profile, seeds, steps))"
         )
     grpo = scored["schemes"][scored["schemes"]["label"] == scheme_arms.REFERENCE]
-    learned = verdicts.gain(grpo)
-    chosen = verdicts.MARGIN_OF_GAIN * learned if margin is None else margin
+    learned = verdict_table.gain(grpo)
+    chosen = verdict_table.MARGIN_OF_GAIN * learned if margin is None else margin
     scheme_rows = scheme_arms.arms(set(scored["schemes"]["label"]))
     conflict_labels = set(scored["conflicts"]["label"])
     conflict_rows = [
@@ -180,19 +180,21 @@ def table(
     on_greedy = screen.main_effects(screened.assign(score=screened["greedy"]), chosen, reference_gain=learned)
     rule = sequential_seeds.verdict_rule(settings["schemes"], chosen)
     if rule is None:
-        by_scheme = verdicts.compare(scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned)
+        by_scheme = verdict_table.compare(
+            scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned
+        )
     else:
-        by_scheme = verdicts.compare(
+        by_scheme = verdict_table.compare(
             scored["schemes"], scheme_rows, reference_gain=learned, protocol="sequential", rule=rule
         )
     parts = [
         by_scheme,
-        verdicts.factorial_rows(scored["screen"], effects, learned, greedy=on_greedy),
-        verdicts.compare(scored["conflicts"], conflict_rows, margin=chosen, reference_gain=learned),
+        verdict_table.factorial_rows(scored["screen"], effects, learned, greedy=on_greedy),
+        verdict_table.compare(scored["conflicts"], conflict_rows, margin=chosen, reference_gain=learned),
     ]
     if trick_rows:
         parts.append(
-            verdicts.compare(
+            verdict_table.compare(
                 scored["tricks"], trick_rows, margin=chosen, reference_gain=learned, protocol="leave-one-out"
             )
         )
@@ -217,6 +219,6 @@ def figure(verdict_table: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.
 
 
 def save_markdown(verdict_table: pd.DataFrame, name: str) -> Path:
-    """Write the table as markdown (`analysis.verdicts.table_markdown`, the columns of
+    """Write the table as markdown (`analysis.verdict_table.table_markdown`, the columns of
     `TABLE_COLUMNS`) next to its figure (`plots.save_markdown`)."""
-    return plots.save_markdown(verdicts.table_markdown(verdict_table), name)
+    return plots.save_markdown(verdict_table.table_markdown(verdict_table), name)

@@ -1,7 +1,7 @@
 """The study on a user's own task (notebook 11): every compared preset on the study base with the
 user's task, reward functions and model, each against the first preset (grpo) as paired per-seed
 differences (the same seed gives every scheme the same prompts), and the verdict table of the
-studies (`analysis.verdicts`) on that task.
+studies (`analysis.verdict_table`) on that task.
 
 `settings` / `design` / `run` as in every study; `design` also takes the user's task, rewards, model
 and presets (the notebook's parameters; their defaults are this module's constants, so the planner,
@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from transformers.utils import logging as hf_logging
 
-from grpo_lab.analysis import plots, verdicts
+from grpo_lab.analysis import plots, verdict_table
 from grpo_lab.analysis.activity import ACTIVITY
 from grpo_lab.analysis.effects import verdict
 from grpo_lab.analysis.plots import project_root
@@ -176,9 +176,9 @@ def scores(result: SweepResult) -> pd.DataFrame:
 
 def table(scored: pd.DataFrame, reference: str, margin: float | None = None) -> pd.DataFrame:
     """The verdict rows: every other preset against `reference`, paired on seeds; `margin` as for
-    `analysis.verdicts.compare` (None: a share of the reference's gain)."""
+    `analysis.verdict_table.compare` (None: a share of the reference's gain)."""
     labels = [label for label in scored["label"].unique() if label != reference]
-    return verdicts.compare(scored, [(p, "scheme", p, reference) for p in labels], margin=margin)
+    return verdict_table.compare(scored, [(p, "scheme", p, reference) for p in labels], margin=margin)
 
 
 def task_name(task: str | None) -> str:

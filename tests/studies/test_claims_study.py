@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from grpo_lab import plan
-from grpo_lab.analysis import claims
-from grpo_lab.analysis.claims import Claim, arm_label, greater
+from grpo_lab.analysis import claim_checks
+from grpo_lab.analysis.claim_checks import Claim, arm_label, greater
 from grpo_lab.comparisons import trick_arms
 from grpo_lab.comparisons.bed import base
 from grpo_lab.config import Config
@@ -92,7 +92,7 @@ def test_the_training_claims_are_scored_like_the_headline_runs():
     validation = pd.DataFrame({"step": evaluated, "val/accuracy": 0.5, "val/reward": [0.3] + [0.7] * tail,
                                "val/sampled_accuracy": [0.1] + [0.2] * tail})  # fmt: skip
     run = pd.concat([steps, validation], ignore_index=True)
-    metric = claims.RUN_METRICS.get
+    metric = claim_checks.RUN_METRICS.get
     assert metric("headline_score")(run) == pytest.approx(0.2)  # the tail's evaluations, not step 0's
     assert metric("headline_reward")(run) == pytest.approx(0.7)
     assert metric("diverged_or_stalled")(run) == 0.0  # up 0.1 from step 0
@@ -114,8 +114,8 @@ def test_scores_and_verdicts_from_real_runs(tmp_path):
     scores = claims_study.scores(catalogue, runs, settings)
     assert set(scores["claim"]) == {c.name for c in catalogue}
     assert len(scores) == 2 + 4  # two treatment runs; two treatment and two control cost runs
-    table = claims.evaluate(catalogue, scores)
-    assert set(table["verdict"]) <= set(claims.VERDICTS)
+    table = claim_checks.evaluate(catalogue, scores)
+    assert set(table["verdict"]) <= set(claim_checks.VERDICTS)
     clipped = scores[scores["claim"] == "adv_clip_never_binds"]["score"]
     assert clipped.between(0, 1).all()
     fig = claims_study.figure(table, catalogue)

@@ -5,7 +5,7 @@ hand-made scores."""
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import power, verdicts
+from grpo_lab.analysis import power, verdict_table
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.experiments import SweepResult
 from grpo_lab.studies import fault_injection, fault_robustness, schemes
@@ -44,7 +44,7 @@ def scored(levels: dict[tuple[str, str], float], seeds: int = 4) -> pd.DataFrame
             rows.append(
                 {"label": f"{scheme}, {condition}", "seed": seed, "score": score, "start": 0.1,
                  "step_s": 1.0, "scheme": scheme, "fault": fault, "level": "x", "condition": condition,
-                 **dict.fromkeys(verdicts.STABILITY_COLUMNS, 1.0)}
+                 **dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)}
             )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -62,7 +62,7 @@ LEVELS = {
 def test_changes_and_relative_robustness_paired_on_seeds():
     frame = scored(LEVELS)
     margin = fault_robustness.margin(frame)
-    assert margin == pytest.approx(verdicts.MARGIN_OF_GAIN * (0.515 - 0.1))
+    assert margin == pytest.approx(verdict_table.MARGIN_OF_GAIN * (0.515 - 0.1))
     changed = fault_robustness.changes(frame, margin)
     assert list(changed["scheme"]) == ["grpo", "dapo", "grpo_no_kl"]  # the scheme study's order
     by = changed.set_index("scheme")

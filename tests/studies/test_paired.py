@@ -4,6 +4,7 @@ per decided verdict and the interval the sequential rows show."""
 import pandas as pd
 from matplotlib.colors import to_rgba
 
+from grpo_lab.analysis import verdict_table
 from grpo_lab.analysis.power import VERDICTS
 from grpo_lab.comparisons import paired
 
@@ -33,12 +34,13 @@ def test_rows_of_one_protocol_keep_the_paired_seed_range():
 
 def test_every_decided_verdict_has_its_colour_and_sequential_rows_say_their_interval():
     decided = [v for v in VERDICTS if v not in ("undecided", "too few seeds")]
-    assert set(paired.VERDICT_COLORS) == set(decided) and len(set(paired.VERDICT_COLORS.values())) == 4
+    colours = verdict_table.VERDICT_COLORS
+    assert set(colours) == set(decided) and len(set(colours.values())) == 4
     rows = table(["sequential", "factorial screen"], [6, 32]).assign(
         verdict=["smaller than the margin", "worse"]
     )
     ax = paired.forest(rows, "60 steps", "all").axes[0]
     assert "sequential rows: the rule's adjusted interval" in ax.get_xlabel()
     colours = [to_rgba(line.get_color()) for line in ax.lines if line.get_marker() == "o"]
-    assert to_rgba(paired.VERDICT_COLORS["smaller than the margin"]) in colours
+    assert to_rgba(verdict_table.VERDICT_COLORS["smaller than the margin"]) in colours
     assert "adjusted" not in paired.forest(table(["paired"], [9]), "60 steps", "all").axes[0].get_xlabel()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import verdicts
+from grpo_lab.analysis import verdict_table
 from grpo_lab.studies import scheme_sensitivity, schemes
 
 FULL = scheme_sensitivity.settings("full")
@@ -72,7 +72,7 @@ def scored_frame(levels: dict[tuple[str, str, float], float], seeds: int = 4) ->
             rows.append(
                 {"label": f"{scheme} {knob} x{factor:g}", "seed": seed, "score": score, "start": 0.1,
                  "step_s": 1.0, "scheme": scheme, "knob": knob, "factor": factor,
-                 **dict.fromkeys(verdicts.STABILITY_COLUMNS, 1.0)}
+                 **dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)}
             )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -96,7 +96,7 @@ LEVELS = {
 def test_outcomes_edges_where_the_score_falls_and_the_figure():
     scored = scored_frame(LEVELS)
     margin = scheme_sensitivity.margin(scored)
-    assert margin == pytest.approx(verdicts.MARGIN_OF_GAIN * (0.5165 - 0.1), abs=3e-4)
+    assert margin == pytest.approx(verdict_table.MARGIN_OF_GAIN * (0.5165 - 0.1), abs=3e-4)
     outcomes = scheme_sensitivity.outcome_table(scored)
     assert list(outcomes["scheme"].unique()) == ["grpo", "dapo", "grpo_no_kl"]  # the scheme study's order
     assert (outcomes["n"] == 4).all() and (outcomes["lo"] < outcomes["mean"]).all()

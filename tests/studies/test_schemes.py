@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN, STABILITY_COLUMNS
+from grpo_lab.analysis.verdict_table import MARGIN_OF_GAIN, STABILITY_COLUMNS
 from grpo_lab.comparisons import scheme_arms, sequential_seeds
 from grpo_lab.experiments.store import BEHAVIOUR, expected_start, run_dir
 from grpo_lab.runlog import CONFIG, METRICS, SUMMARY, seal

@@ -12,7 +12,7 @@ import pytest
 
 from grpo_lab.analysis import factorial
 from grpo_lab.analysis.scores import HEADLINE, Score
-from grpo_lab.analysis.verdicts import MARGIN_OF_GAIN
+from grpo_lab.analysis.verdict_table import MARGIN_OF_GAIN
 from grpo_lab.comparisons import bed, screen
 from grpo_lab.experiments import SweepResult
 from grpo_lab.presets import PRESETS, TRICKS

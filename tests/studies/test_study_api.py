@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import verdicts as analysis_verdicts
+from grpo_lab.analysis import verdict_table
 from grpo_lab.comparisons import bed, paired, screen, trick_arms
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
@@ -247,13 +247,13 @@ def test_the_verdict_table_takes_each_rows_cost_from_the_cost_study(monkeypatch)
     the machine's load moves); a row the cost study does not time keeps its runs' ratio."""
 
     def run_scores(label, score, step_s):
-        figures = {k: 1.0 for k in analysis_verdicts.STABILITY_COLUMNS}
+        figures = {k: 1.0 for k in verdict_table.STABILITY_COLUMNS}
         return pd.DataFrame(
             {"label": label, "seed": range(3), "score": score, "start": 0.1, "step_s": step_s, **figures}
         )
 
     monkeypatch.setattr(screen, "main_effects", lambda scored, margin, **options: pd.DataFrame())
-    monkeypatch.setattr(analysis_verdicts, "factorial_rows", lambda *a, **k: pd.DataFrame())
+    monkeypatch.setattr(verdict_table, "factorial_rows", lambda *a, **k: pd.DataFrame())
     conflict = next(iter(ablations.CONFLICTS))
     scored = {
         "schemes": pd.concat(

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import verdicts as analysis_verdicts
+from grpo_lab.analysis import verdict_table
 from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, TOO_FEW_SEEDS, UNDECIDED, WORSE
 from grpo_lab.comparisons import screen, tricks_review
 from grpo_lab.experiments.designs import factorial_matrix
@@ -56,7 +56,7 @@ def test_every_source_is_a_row_the_verdict_table_can_have():
     for t in tricks_review.REVIEW:
         for source in t.sources:
             assert source.row in names[source.protocols], (t.english, source)
-            assert set(source.protocols) <= set(analysis_verdicts.PROTOCOLS)
+            assert set(source.protocols) <= set(verdict_table.PROTOCOLS)
     by_name = {t.english: t for t in tricks_review.REVIEW}
     assert by_name["fixed KL penalty"].sources == (
         tricks_review.Source("grpo_no_kl", tricks_review.SCHEME, reverse=True),
@@ -150,7 +150,7 @@ def test_stability_reading(rating, direction, expected):
     ("rating", "cost", "expected"),
     [
         ("极低", 0.9, tricks_review.AGREE),
-        ("极低", 1 + analysis_verdicts.COST_MARGIN, tricks_review.AGREE),
+        ("极低", 1 + verdict_table.COST_MARGIN, tricks_review.AGREE),
         ("极低", 1.2, tricks_review.DISAGREE),
         ("低", 1.03, tricks_review.AGREE),
         ("低", 1.6, tricks_review.DISAGREE),
@@ -170,7 +170,7 @@ def test_cost_reading(rating, cost, expected):
 @pytest.mark.parametrize("verdict", [BETTER, WORSE, SMALLER, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS])
 @pytest.mark.parametrize("cost", [1.0, 1.4])
 def test_the_lab_stance_is_the_stance_of_the_tables_recommendation(verdict, cost):
-    said = analysis_verdicts.recommendation(verdict, cost, inert=False)
+    said = verdict_table.recommendation(verdict, cost, inert=False)
     adopt = said in ("worth it", "better, at a cost")
     undecided = said == "undecided: more seeds"
     expected = tricks_review.ADOPT if adopt else None if undecided else tricks_review.DROP
@@ -210,7 +210,7 @@ def verdict_row(
     kind: str = "trick",
     **multiples: float,
 ) -> dict:
-    """A row of the verdict table with the columns `analysis.verdicts.compare` gives; every stability
+    """A row of the verdict table with the columns `analysis.verdict_table.compare` gives; every stability
     multiple 1 unless given."""
     return {
         "row": name,
@@ -231,7 +231,7 @@ def verdict_row(
         "pass@4 effect": math.nan,
         "gain": 0.1,
         "mde / gain": 0.1,
-        **{f"{k} x": multiples.get(k, 1.0) for k in analysis_verdicts.MULTIPLES},
+        **{f"{k} x": multiples.get(k, 1.0) for k in verdict_table.MULTIPLES},
         "entropy change": multiples.get("entropy change", -0.3),
         "reference entropy change": multiples.get("reference entropy change", -0.3),
         "entropy retained x": multiples.get("entropy retained x", 1.0),
@@ -239,7 +239,7 @@ def verdict_row(
         "cost x": cost,
         "activity": activity,
         "activity measure": "",
-        "recommendation": analysis_verdicts.recommendation(verdict, cost, activity == 0),
+        "recommendation": verdict_table.recommendation(verdict, cost, activity == 0),
     }
 
 
@@ -273,9 +273,7 @@ def test_the_kl_term_is_read_from_grpo_no_kl_reversed():
     assert (kl["stability figure"], kl["stability x"]) == ("reward_variance", pytest.approx(0.5))
     assert (kl["entropy change"], kl["reference entropy change"]) == (-0.3, -0.2)  # arm and reference swap
     assert kl["stability measured"] == "stabler: reward variance x0.50, entropy -30% (ref -20%)"
-    assert (
-        kl["recommendation"] == analysis_verdicts.recommendation(BETTER, 1.25, False) == "better, at a cost"
-    )
+    assert kl["recommendation"] == verdict_table.recommendation(BETTER, 1.25, False) == "better, at a cost"
     assert kl["performance measured"] == "+0.040 [+0.020, +0.060] better"
     readings = {a: kl[f"{a} reading"] for a in tricks_review.ASPECTS}
     assert readings == {
@@ -379,7 +377,7 @@ def test_the_figure_colours_each_cell_by_its_reading_and_names_the_runs():
 
 # --- the whole chain on a verdict table of `studies.verdicts.table` ---
 
-FIGURES = dict.fromkeys(analysis_verdicts.STABILITY_COLUMNS, 1.0)
+FIGURES = dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)
 
 
 def runs(label: str, score, step_s: float = 1.0) -> pd.DataFrame:
@@ -418,7 +416,7 @@ def scored() -> dict[str, pd.DataFrame]:
 
 def test_the_review_reads_a_verdict_table_of_the_studies_columns():
     table = verdicts.table(scored(), settings=verdicts.settings("full"))
-    assert set(analysis_verdicts.TABLE_COLUMNS) - {
+    assert set(verdict_table.TABLE_COLUMNS) - {
         "CI",
         "MDE",
         "MDE / gain",

@@ -23,7 +23,7 @@ def test_each_remedy_is_the_fault_with_the_reviews_change(full):
     assert reference == base(full)
     kl = troubleshooting.SCENARIOS["KL rising without return"]
     fault, remedy = troubleshooting.labels("KL rising without return", full)
-    assert points[fault] == reference.replace(**kl.fault)
+    assert points[fault] == reference.replace(**kl.changes)
     assert points[remedy] == points[fault].replace(**kl.remedy)  # one field changed: the KL coefficient
     assert points[remedy].learning_rate == points[fault].learning_rate != reference.learning_rate
 

@@ -6,13 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import sequential
-from grpo_lab.analysis import verdicts as analysis_verdicts
+from grpo_lab.analysis import sequential, verdict_table
 from grpo_lab.comparisons import screen, sequential_seeds
 from grpo_lab.experiments.designs import factorial_matrix
 from grpo_lab.studies import ablations, verdicts
 
-FIGURES = dict.fromkeys(analysis_verdicts.STABILITY_COLUMNS, 1.0)
+FIGURES = dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)
 """every stability figure of a hand-made run"""
 
 
@@ -58,7 +57,7 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     data, settings = scored(), verdicts.settings("full")
     table = verdicts.table(data, settings=settings).set_index("row")
     grpo = data["schemes"][data["schemes"]["label"] == "grpo"]
-    margin = analysis_verdicts.MARGIN_OF_GAIN * analysis_verdicts.gain(grpo)
+    margin = verdict_table.MARGIN_OF_GAIN * verdict_table.gain(grpo)
     plan = sequential.Plan(
         margin, min_seeds=3, block=sequential_seeds.LOOK_BLOCK, max_seeds=len(settings["schemes"].seeds)
     )
@@ -73,7 +72,7 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     assert row["cost x"] == pytest.approx(1.1)
     # one margin everywhere: the screen's rows and the conflicts' are judged against grpo's gain too
     np.testing.assert_allclose(table["margin"], margin)
-    np.testing.assert_allclose(table["gain"], analysis_verdicts.gain(grpo))
+    np.testing.assert_allclose(table["gain"], verdict_table.gain(grpo))
     rule = sequential_seeds.verdict_rule(settings["schemes"], margin)
     assert (
         rule is not None and rule.plan == plan and rule.looks == sequential_seeds.looks(settings["schemes"])

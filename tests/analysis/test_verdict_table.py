@@ -5,14 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import sequential, verdicts
+from grpo_lab.analysis import sequential, verdict_table
 
 
 def scores(label, score, step_s=1.0, start=0.3, **extra):
     """One row per seed of hand-made run scores; every run starts at `start` (before any update)."""
     n = len(score)
     base = {"label": label, "seed": range(n), "score": score, "start": start, "step_s": step_s}
-    figures = {k: 1.0 for k in verdicts.STABILITY_COLUMNS}
+    figures = {k: 1.0 for k in verdict_table.STABILITY_COLUMNS}
     return pd.DataFrame({**base, **figures, **extra})
 
 
@@ -20,12 +20,13 @@ def cells(text: str) -> list[dict[str, str]]:
     """The body rows of a markdown table written by `table_markdown`, each as column -> cell."""
     rows = text.strip().split("\n")[2:]
     return [
-        dict(zip(verdicts.TABLE_COLUMNS, (c.strip() for c in r.strip().strip("|").split("|")))) for r in rows
+        dict(zip(verdict_table.TABLE_COLUMNS, (c.strip() for c in r.strip().strip("|").split("|"))))
+        for r in rows
     ]
 
 
 def test_a_scheme_row_is_paired_on_seeds():
-    table = verdicts.compare(
+    table = verdict_table.compare(
         pd.concat(
             [
                 scores("grpo", [0.50, 0.60, 0.55, 0.65]),
@@ -41,7 +42,7 @@ def test_a_scheme_row_is_paired_on_seeds():
 
 
 def test_an_inert_row_cannot_be_judged():
-    table = verdicts.compare(
+    table = verdict_table.compare(
         pd.concat(
             [scores("grpo", [0.5, 0.6, 0.55]), scores("same", [0.5, 0.6, 0.55], **{"activity:same": 0.0})]
         ),
@@ -57,7 +58,7 @@ def test_a_trick_row_compares_all_on_with_that_trick_left_out():
             scores("-adv_clip", [0.6, 0.7, 0.66]),
         ]
     )
-    row = verdicts.compare(runs, [("adv_clip", "trick", "all", "-adv_clip")]).iloc[0]
+    row = verdict_table.compare(runs, [("adv_clip", "trick", "all", "-adv_clip")]).iloc[0]
     assert row["activity"] == pytest.approx(0.2) and row["effect"] == pytest.approx(-0.01 / 3)
     assert row["verdict"] == "no difference > margin" and row["recommendation"] == "no gain, no cost"
 
@@ -66,22 +67,24 @@ def test_the_margin_and_the_mde_are_read_against_what_the_reference_learns():
     """The control learns 0.3 over its runs (0.6 from 0.3): the margin is MARGIN_OF_GAIN of it, and
     `mde / gain` the row's MDE over it; a given reference gain replaces the control's own."""
     runs = pd.concat([scores("grpo", [0.58, 0.61, 0.60, 0.61]), scores("x", [0.59, 0.60, 0.62, 0.60])])
-    row = verdicts.compare(runs, [("x", "scheme", "x", "grpo")]).iloc[0]
-    assert row["gain"] == pytest.approx(0.3) and row["margin"] == pytest.approx(verdicts.MARGIN_OF_GAIN * 0.3)
+    row = verdict_table.compare(runs, [("x", "scheme", "x", "grpo")]).iloc[0]
+    assert row["gain"] == pytest.approx(0.3) and row["margin"] == pytest.approx(
+        verdict_table.MARGIN_OF_GAIN * 0.3
+    )
     assert row["mde / gain"] == pytest.approx(row["mde"] / 0.3)
-    small = verdicts.compare(runs, [("x", "scheme", "x", "grpo")], reference_gain=0.05).iloc[0]
-    assert small["margin"] == pytest.approx(verdicts.MARGIN_OF_GAIN * 0.05)
+    small = verdict_table.compare(runs, [("x", "scheme", "x", "grpo")], reference_gain=0.05).iloc[0]
+    assert small["margin"] == pytest.approx(verdict_table.MARGIN_OF_GAIN * 0.05)
     assert row["verdict"] == "no difference > margin" and small["verdict"] == "undecided"
 
 
 def test_missing_runs_are_an_error_and_markdown_has_a_row_each():
     with pytest.raises(ValueError, match="no runs for"):
-        verdicts.compare(scores("grpo", [0.5, 0.6]), [("x", "scheme", "x", "grpo")])
-    table = verdicts.compare(
+        verdict_table.compare(scores("grpo", [0.5, 0.6]), [("x", "scheme", "x", "grpo")])
+    table = verdict_table.compare(
         pd.concat([scores("grpo", [0.5, 0.6]), scores("x", [0.4, 0.45], **{"activity:x": 1.0})]),
         [("x", "scheme", "x", "grpo")],
     )
-    text = verdicts.markdown(table)
+    text = verdict_table.markdown(table)
     assert text.count("\n") == 3 and "| x | scheme | 2 |" in text
     assert table.iloc[0]["verdict"] == "too few seeds"
 
@@ -95,7 +98,7 @@ def test_the_screen_rows_read_the_main_effects_and_compare_runs_with_the_factor_
             "activity:adv_clip": [0.1, 0.3, float("nan"), float("nan")],
             **{
                 k: [2.0, 2.0, 1.0, 1.0] if k == "grad_spikes" else [1.0] * 4
-                for k in verdicts.STABILITY_COLUMNS
+                for k in verdict_table.STABILITY_COLUMNS
             },
         }
     )
@@ -113,7 +116,7 @@ def test_the_screen_rows_read_the_main_effects_and_compare_runs_with_the_factor_
             }
         ]  # fmt: skip
     )
-    row = verdicts.factorial_rows(runs, effects, reference_gain=0.05).iloc[0]
+    row = verdict_table.factorial_rows(runs, effects, reference_gain=0.05).iloc[0]
     assert (row["protocol"], row["seeds"], row["verdict"]) == ("factorial screen", 32, "better")
     assert row["activity"] == pytest.approx(0.2) and row["cost x"] == pytest.approx(2.0)
     assert row["grad_spikes x"] == pytest.approx(2.0) and row["mde / gain"] == pytest.approx(0.12)
@@ -129,10 +132,10 @@ def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words()
         ]
     )
     arms = [(a, "scheme", a, "grpo") for a in ("up", "near", "noisy")]
-    table = verdicts.compare(runs, arms, protocol="paired")
-    text = verdicts.table_markdown(table)
+    table = verdict_table.compare(runs, arms, protocol="paired")
+    text = verdict_table.table_markdown(table)
     header, rule, *rows = text.strip().split("\n")
-    assert header == "| " + " | ".join(verdicts.TABLE_COLUMNS) + " |" and len(rows) == 3
+    assert header == "| " + " | ".join(verdict_table.TABLE_COLUMNS) + " |" and len(rows) == 3
     assert rows[0].startswith("| up | scheme | paired | +0.102 | [+0.087, +0.118] |")
     # the same figures on every row, never the one that moved most (the gradient-spike share here)
     assert [r["stability"] for r in cells(text)] == [
@@ -142,7 +145,7 @@ def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words()
     assert [r["verdict"] for r in cells(text)] == ["better", "undecided", "undecided"]
     assert [r["notes"] for r in cells(text)] == ["", "", ""]
     with pytest.raises(ValueError, match="unknown protocol 'screen'"):
-        verdicts.compare(runs, arms, protocol="screen")
+        verdict_table.compare(runs, arms, protocol="screen")
 
 
 def test_a_sure_effect_within_the_margin_is_smaller_than_the_margin():
@@ -157,17 +160,17 @@ def test_a_sure_effect_within_the_margin_is_smaller_than_the_margin():
         ]
     )
     arms = [(a, "scheme", a, "grpo") for a in ("gspo", "cispo")]
-    table = verdicts.compare(runs, arms, margin=0.007).set_index("row")
+    table = verdict_table.compare(runs, arms, margin=0.007).set_index("row")
     gspo = table.loc["gspo"]
     assert gspo["ci_high"] < 0 and abs(gspo["effect"]) < 0.007
     assert gspo["verdict"] == "smaller than the margin"
     assert gspo["recommendation"] == "smaller than the margin: skip unless cheaper"
     assert table.loc["cispo", "verdict"] == "worse" and table.loc["cispo", "recommendation"] == "avoid"
-    words = [r["verdict"] for r in cells(verdicts.table_markdown(table.reset_index()))]
+    words = [r["verdict"] for r in cells(verdict_table.table_markdown(table.reset_index()))]
     assert words == ["smaller than the margin", "worse"]
 
 
-RULE = verdicts.Rule(sequential.Plan(0.01, min_seeds=3, block=3, max_seeds=9), (3, 6, 9))
+RULE = verdict_table.Rule(sequential.Plan(0.01, min_seeds=3, block=3, max_seeds=9), (3, 6, 9))
 """a scheme study's rule: looks at 3, 6 and 9 seeds, a margin of 0.01"""
 
 
@@ -189,9 +192,9 @@ def sequential_runs() -> pd.DataFrame:
 def test_sequential_rows_are_the_rules_own_decisions_on_its_adjusted_interval():
     runs = sequential_runs()
     arms = [(a, "scheme", a, "grpo") for a in ("clear", "open", "small")]
-    table = verdicts.compare(runs, arms, reference_gain=0.05, protocol="sequential", rule=RULE)
+    table = verdict_table.compare(runs, arms, reference_gain=0.05, protocol="sequential", rule=RULE)
     table = table.set_index("row")
-    plain = verdicts.compare(runs, arms, margin=0.01).set_index("row")
+    plain = verdict_table.compare(runs, arms, margin=0.01).set_index("row")
     grpo = runs[runs["label"] == "grpo"].set_index("seed")["score"]
     clear = runs[runs["label"] == "clear"].set_index("seed")["score"]
     look = sequential.decide(RULE.plan, (clear - grpo.loc[clear.index]).to_numpy(), earlier=[3], final=False)
@@ -203,7 +206,7 @@ def test_sequential_rows_are_the_rules_own_decisions_on_its_adjusted_interval():
     assert table.loc["open", "verdict"] == "undecided"  # its look would continue
     assert table.loc["small", "verdict"] == "smaller than the margin"
     assert (table["margin"] == 0.01).all() and (table["gain"] == 0.05).all()
-    shown = cells(verdicts.table_markdown(table.reset_index()))[0]
+    shown = cells(verdict_table.table_markdown(table.reset_index()))[0]
     assert shown["protocol"] == "sequential" and shown["verdict"] == "worse"
     assert shown["CI"].endswith(f"] at {100 * (1 - look.level):.1f}%")
 
@@ -212,15 +215,15 @@ def test_the_sequential_protocol_needs_its_rule_and_its_margin():
     runs = sequential_runs()
     arms = [("clear", "scheme", "clear", "grpo")]
     with pytest.raises(ValueError, match="needs the study's rule"):
-        verdicts.compare(runs, arms, protocol="sequential")
+        verdict_table.compare(runs, arms, protocol="sequential")
     with pytest.raises(ValueError, match="needs the study's rule"):
-        verdicts.compare(runs, arms, rule=RULE)
+        verdict_table.compare(runs, arms, rule=RULE)
     with pytest.raises(ValueError, match="margin is its rule's"):
-        verdicts.compare(runs, arms, margin=0.02, protocol="sequential", rule=RULE)
+        verdict_table.compare(runs, arms, margin=0.02, protocol="sequential", rule=RULE)
     with pytest.raises(ValueError, match="must be its plan's cap"):
-        verdicts.Rule(RULE.plan, (3, 6))
+        verdict_table.Rule(RULE.plan, (3, 6))
     with pytest.raises(ValueError, match="increasing seed counts"):
-        verdicts.Rule(RULE.plan, (6, 3, 9))
+        verdict_table.Rule(RULE.plan, (6, 3, 9))
 
 
 def test_greedy_accuracy_beside_the_headline_and_when_their_directions_differ():
@@ -239,55 +242,58 @@ def test_greedy_accuracy_beside_the_headline_and_when_their_directions_differ():
         ]
     )
     arms = [(a, "scheme", a, "grpo") for a in ("split", "along", "noisy")]
-    table = verdicts.compare(runs, arms, margin=0.01).set_index("row")
+    table = verdict_table.compare(runs, arms, margin=0.01).set_index("row")
     assert table.loc["split", "greedy effect"] == pytest.approx(-0.05)
     assert table.loc["split", "greedy ci_high"] < 0 < table.loc["split", "ci_low"]
     assert table.loc["along", "greedy effect"] == pytest.approx(0.02)
     # opposite signs with an interval off 0; same signs; opposite signs with both intervals holding 0
     assert table["direction differs"].tolist() == [True, False, False]
     assert np.sign(table.loc["noisy", "effect"]) != np.sign(table.loc["noisy", "greedy effect"])
-    split = cells(verdicts.table_markdown(table.reset_index()))[0]
+    split = cells(verdict_table.table_markdown(table.reset_index()))[0]
     assert split["greedy effect"].startswith("-0.050 [-0.") and split["notes"] == "direction differs"
-    assert "greedy effect (95% CI)" in verdicts.markdown(table.reset_index())
-    without = verdicts.compare(scores("grpo", grpo).pipe(lambda g: pd.concat([g, scores("x", grpo)])),
+    assert "greedy effect (95% CI)" in verdict_table.markdown(table.reset_index())
+    without = verdict_table.compare(scores("grpo", grpo).pipe(lambda g: pd.concat([g, scores("x", grpo)])),
                                [("x", "scheme", "x", "grpo")])  # fmt: skip
     assert np.isnan(without.iloc[0]["greedy effect"]) and not without.iloc[0]["direction differs"]
 
 
 def test_entropy_collapse_is_a_decay_far_beyond_the_references():
-    assert verdicts.entropy_collapse(pd.Series([0.6, 0.62]), pd.Series([0.3, 0.31]))
-    assert not verdicts.entropy_collapse(pd.Series([0.4, 0.42]), pd.Series([0.3, 0.31]))  # x1.35
-    assert not verdicts.entropy_collapse(pd.Series([-0.3]), pd.Series([-0.1]))  # the reference's rose
-    assert not verdicts.entropy_collapse(pd.Series([0.14]), pd.Series([0.05]))  # x2.8, but 14% is no collapse
+    assert verdict_table.entropy_collapse(pd.Series([0.6, 0.62]), pd.Series([0.3, 0.31]))
+    assert not verdict_table.entropy_collapse(pd.Series([0.4, 0.42]), pd.Series([0.3, 0.31]))  # x1.35
+    assert not verdict_table.entropy_collapse(pd.Series([-0.3]), pd.Series([-0.1]))  # the reference's rose
+    assert not verdict_table.entropy_collapse(
+        pd.Series([0.14]), pd.Series([0.05])
+    )  # x2.8, but 14% is no collapse
     grpo = [0.50, 0.60, 0.55, 0.65]
     runs = pd.concat(
         [
             scores("grpo", grpo, entropy_decay=0.2),
-            scores("collapse", grpo, entropy_decay=0.2 * (verdicts.ENTROPY_COLLAPSE_X + 0.1)),
-            scores("steady", grpo, entropy_decay=0.2 * (verdicts.ENTROPY_COLLAPSE_X - 0.1)),
+            scores("collapse", grpo, entropy_decay=0.2 * (verdict_table.ENTROPY_COLLAPSE_X + 0.1)),
+            scores("steady", grpo, entropy_decay=0.2 * (verdict_table.ENTROPY_COLLAPSE_X - 0.1)),
         ]
     )
     arms = [(a, "scheme", a, "grpo") for a in ("collapse", "steady")]
-    table = verdicts.compare(runs, arms, margin=0.01)
+    table = verdict_table.compare(runs, arms, margin=0.01)
     assert table["entropy collapse"].tolist() == [True, False]
     collapse = table.iloc[0]
     assert (collapse["entropy change"], collapse["reference entropy change"]) == pytest.approx((-0.32, -0.2))
     assert collapse["entropy retained x"] == pytest.approx(0.68 / 0.8)  # shares kept, not decays
-    assert [r["notes"] for r in cells(verdicts.table_markdown(table))] == ["entropy collapse", ""]
+    assert [r["notes"] for r in cells(verdict_table.table_markdown(table))] == ["entropy collapse", ""]
 
 
 def test_the_screen_rows_carry_the_main_effect_on_greedy_accuracy():
     runs = pd.DataFrame(
         {"label": ["r1", "r2", "r3", "r4"], "adv_clip": [True, True, False, False], "step_s": 1.0,
-         **{k: [0.5, 0.5, 0.2, 0.2] if k == "entropy_decay" else 1.0 for k in verdicts.STABILITY_COLUMNS}}
+         **{k: [0.5, 0.5, 0.2, 0.2] if k == "entropy_decay" else 1.0
+            for k in verdict_table.STABILITY_COLUMNS}}
     )  # fmt: skip
     effects = pd.DataFrame([{"factor": "adv_clip", "effect": 0.02, "ci_low": 0.01, "ci_high": 0.03,
                              "mde": 0.006, "seeds": 32, "margin": 0.0075, "verdict": "better"}])  # fmt: skip
     greedy = effects.assign(effect=-0.03, ci_low=-0.05, ci_high=-0.01, verdict="worse")
-    row = verdicts.factorial_rows(runs, effects, reference_gain=0.05, greedy=greedy).iloc[0]
+    row = verdict_table.factorial_rows(runs, effects, reference_gain=0.05, greedy=greedy).iloc[0]
     assert (row["greedy effect"], row["greedy ci_low"], row["greedy ci_high"]) == (-0.03, -0.05, -0.01)
     assert row["direction differs"] and row["entropy collapse"]  # entropy decay 0.5 against 0.2
-    alone = verdicts.factorial_rows(runs, effects, reference_gain=0.05).iloc[0]
+    alone = verdict_table.factorial_rows(runs, effects, reference_gain=0.05).iloc[0]
     assert np.isnan(alone["greedy effect"]) and not alone["direction differs"]
 
 
@@ -299,8 +305,10 @@ def test_pass_at_k_is_shown_where_both_arms_logged_it_on_enough_seeds():
             scores("old", [0.6, 0.7, 0.65], **{"pass@4": [np.nan, 0.7, 0.65]}),
         ]
     )
-    table = verdicts.compare(runs, [("sharp", "scheme", "sharp", "grpo"), ("old", "scheme", "old", "grpo")])
+    table = verdict_table.compare(
+        runs, [("sharp", "scheme", "sharp", "grpo"), ("old", "scheme", "old", "grpo")]
+    )
     assert table.iloc[0]["pass@4 effect"] == pytest.approx(-0.1) and table.iloc[0]["effect"] > 0
     assert np.isnan(table.iloc[1]["pass@4 effect"])  # one seed did not log it: 2 < MIN_SEEDS
-    shown = cells(verdicts.table_markdown(table))
+    shown = cells(verdict_table.table_markdown(table))
     assert [r["pass@4 effect"] for r in shown] == ["-0.100", "n/a"]

@@ -81,6 +81,9 @@ TABLE_COLUMNS = (
 """the columns of the verdict table in figures/README.md (`table_markdown`), in order"""
 WORDS = {BETTER: "better", WORSE: "worse", SMALLER: "smaller than the margin", NO_DIFFERENCE: "no difference"}
 """the verdicts as the table words them; any other (undecided, too few seeds) is 'undecided'"""
+VERDICT_COLORS = {BETTER: "tab:green", WORSE: "tab:red", SMALLER: "tab:olive", NO_DIFFERENCE: "tab:blue"}
+"""the colour of each decided verdict in a figure (the forest plots, the changes under faults); any other
+is grey"""
 DIRECTION_DIFFERS, ENTROPY_COLLAPSE = "direction differs", "entropy collapse"
 """the notes of a row: its headline and greedy effects have opposite signs and one of their
 intervals excludes 0; its entropy falls far more than the reference's (`ENTROPY_COLLAPSE_X`)"""

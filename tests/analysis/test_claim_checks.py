@@ -1,5 +1,5 @@
 """Claims' decision rule on hand intervals and on synthetic runs built to give each verdict, and the
-per-run metrics (analysis.claims reads run logs only)."""
+per-run metrics (analysis.claim_checks reads run logs only)."""
 
 import math
 
@@ -7,8 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import claims
-from grpo_lab.analysis.claims import Claim, at_most, between, equivalent, greater, less, noninferior, verdict
+from grpo_lab.analysis import claim_checks
+from grpo_lab.analysis.claim_checks import (
+    Claim,
+    at_most,
+    between,
+    equivalent,
+    greater,
+    less,
+    noninferior,
+    verdict,
+)
 from grpo_lab.analysis.scores import HEADLINE
 
 # --- the decision rule -----------------------------------------------------------------------------
@@ -77,7 +86,7 @@ def synthetic_scores(treatment: list[float], control: list[float] | None) -> pd.
 )
 def test_decision_rule_on_synthetic_runs_for_an_increase(treatment, control, expected):
     claim = synthetic_claim(greater())
-    table = claims.evaluate([claim], synthetic_scores(treatment, control))
+    table = claim_checks.evaluate([claim], synthetic_scores(treatment, control))
     row = table.iloc[0]
     assert row["verdict"] == expected
     assert row["estimate"] == pytest.approx(np.mean(treatment) - np.mean(control))
@@ -94,7 +103,7 @@ def test_decision_rule_on_synthetic_runs_for_an_increase(treatment, control, exp
     ],
 )
 def test_decision_rule_on_synthetic_runs_for_a_no_op(treatment, control, expected):
-    table = claims.evaluate([synthetic_claim(equivalent(0.03))], synthetic_scores(treatment, control))
+    table = claim_checks.evaluate([synthetic_claim(equivalent(0.03))], synthetic_scores(treatment, control))
     assert table.iloc[0]["verdict"] == expected
 
 
@@ -109,7 +118,7 @@ def test_decision_rule_on_synthetic_runs_for_a_no_op(treatment, control, expecte
 def test_decision_rule_on_synthetic_runs_for_a_relative_cost(treatment, expected):
     control = [1.0, 1.002, 0.998]
     claim = synthetic_claim(between(0.15, 0.20), effect="relative")
-    table = claims.evaluate([claim], synthetic_scores(treatment, control))
+    table = claim_checks.evaluate([claim], synthetic_scores(treatment, control))
     assert table.iloc[0]["verdict"] == expected
     ratios = np.log(np.array(treatment) / np.array(control))
     assert table.iloc[0]["estimate"] == pytest.approx(np.expm1(ratios.mean()))  # geometric mean ratio - 1
@@ -118,10 +127,10 @@ def test_decision_rule_on_synthetic_runs_for_a_relative_cost(treatment, expected
 def test_decision_rule_on_a_value_without_control():
     claim = synthetic_claim(at_most(0.01), effect="value", control=False)
     assert (
-        claims.evaluate([claim], synthetic_scores([0.001, 0.002, 0.0015], None)).iloc[0]["verdict"]
+        claim_checks.evaluate([claim], synthetic_scores([0.001, 0.002, 0.0015], None)).iloc[0]["verdict"]
         == "supported"
     )
-    row = claims.evaluate([claim], synthetic_scores([0.03, 0.028, 0.031], None)).iloc[0]
+    row = claim_checks.evaluate([claim], synthetic_scores([0.03, 0.028, 0.031], None)).iloc[0]
     assert row["verdict"] == "not supported" and row["n"] == 3 and np.isnan(row["control"])
 
 
@@ -131,10 +140,10 @@ def test_arms_are_paired_by_seed():
     control = [0.20, 0.50, 0.80, 0.35]
     treatment = [c + 0.05 + 0.002 * i for i, c in enumerate(control)]
     scores = synthetic_scores(treatment, control)
-    row = claims.evaluate([synthetic_claim(greater())], scores).iloc[0]
+    row = claim_checks.evaluate([synthetic_claim(greater())], scores).iloc[0]
     assert row["verdict"] == "supported" and row["low"] > 0.04 and row["mde"] < 0.01
     fewer = scores[~((scores["arm"] == "control") & (scores["seed"] == 3))]
-    assert claims.evaluate([synthetic_claim(greater())], fewer).iloc[0]["n"] == 3
+    assert claim_checks.evaluate([synthetic_claim(greater())], fewer).iloc[0]["n"] == 3
 
 
 # --- per-run metrics -------------------------------------------------------------------------------
@@ -161,7 +170,7 @@ def synthetic_run() -> pd.DataFrame:
 
 def test_run_metrics_on_a_synthetic_run():
     run = synthetic_run()
-    metric = claims.RUN_METRICS.get
+    metric = claim_checks.RUN_METRICS.get
     assert metric("headline_score")(run) == pytest.approx(0.5)  # steps 4, 6, 8: the last half
     assert metric("headline_score")(run) == HEADLINE.of(run)
     assert metric("headline_reward")(run) == pytest.approx(0.6)
@@ -178,7 +187,7 @@ def test_run_metrics_on_a_synthetic_run():
 
 def test_failure_metrics_on_synthetic_runs():
     run = synthetic_run().assign(loss=0.1)
-    metric = claims.RUN_METRICS.get
+    metric = claim_checks.RUN_METRICS.get
     assert metric("crashed_early")(run) == 0.0
     broken = run.copy()
     broken.loc[2, "loss"] = np.nan
@@ -191,12 +200,12 @@ def test_failure_metrics_on_synthetic_runs():
     assert metric("diverged_or_stalled")(run[run["step"] < 4]) == 1.0  # no evaluation in the window
     drifted = run.assign(**{"kl/exact": 5.0})
     assert metric("diverged_or_stalled")(drifted) == 1.0
-    assert set(claims.ON_FAILURE) <= set(claims.RUN_METRICS.names())
+    assert set(claim_checks.ON_FAILURE) <= set(claim_checks.RUN_METRICS.names())
 
 
 def test_final_temperature_is_the_late_learned_temperature():
     learned = np.linspace(1.0, 0.1, len(synthetic_run()))
-    late = claims.RUN_METRICS.get("final_temperature")(
+    late = claim_checks.RUN_METRICS.get("final_temperature")(
         synthetic_run().assign(**{"temperature/learned": learned})
     )
     assert late == pytest.approx(learned[:8][-2:].mean())  # the last quarter of the 8 training steps
