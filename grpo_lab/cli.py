@@ -12,6 +12,7 @@ from grpo_lab.profiles import PROFILES
 
 
 def _train(args: argparse.Namespace) -> int:
+    from grpo_lab.analysis.diagnostics import summary_findings
     from grpo_lab.experiments.store import run_dir
     from grpo_lab.presets import preset
     from grpo_lab.runlog import read_summary
@@ -23,7 +24,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise ValueError("--resume needs --out, the directory of the interrupted run")
     out = Path(args.out) if args.out else run_dir(config, "runs")
-    train(config, out=out, resume=args.resume)
+    train(config, out=out, resume=args.resume, findings=summary_findings)
     print(json.dumps(read_summary(out), indent=2))
     print(f"run written to {out}")
     return 0

@@ -202,7 +202,9 @@ def test_fields_filters_by_name(capsys):
 
 def test_train_takes_steps_and_seed_from_the_config_unless_given(monkeypatch, tmp_path, capsys):
     seen = []
-    monkeypatch.setattr("grpo_lab.training.trainer.train", lambda config, out, resume: seen.append(config))
+    monkeypatch.setattr(
+        "grpo_lab.training.trainer.train", lambda config, out, resume, findings: seen.append(config)
+    )
     monkeypatch.setattr("grpo_lab.runlog.read_summary", lambda out: {})
     assert main(["train", "--out", str(tmp_path / "a")]) == 0
     assert main(["train", "--steps", "7", "--seed", "3", "--out", str(tmp_path / "b")]) == 0

@@ -20,7 +20,7 @@ RACER = textwrap.dedent(
 
     root, log, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 
-    def slow_train(config, out, callbacks=()):
+    def slow_train(config, out, callbacks=(), findings=None):
         with log.open("a") as file:
             file.write(f"{os.getpid()}\\n")
         time.sleep(1.0)  # long enough for the other process to ask for the run meanwhile
@@ -113,7 +113,7 @@ def test_a_failed_attempt_never_writes_into_a_run_that_is_stored(tmp_path, monke
     from grpo_lab.experiments import store
     from grpo_lab.training import trainer
 
-    def fake_train(config, out, callbacks=()):
+    def fake_train(config, out, callbacks=(), findings=None):
         out.mkdir(parents=True)
         record = {"config": config.to_dict(), "start": {"init_sha256": "x", "reference_sha256": None}}
         (out / "config.json").write_text(json.dumps(record))
