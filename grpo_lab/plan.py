@@ -235,25 +235,16 @@ def _module(name: str) -> ModuleType:
 
 
 def study_runs(name: str, profile: str, store: Path | None = None) -> list[Config]:
-    """Every run of a study module's design under `profile`: its `design(settings(profile))` over
-    the settings' seeds, or the module's `runs(design, settings, store)` where it chooses its runs
-    itself (the screen seeds each run; the schemes follow the sequential rule over what `store`
-    holds, None: an empty store). A study with several settings (`claims`, `verdicts`) returns a
-    dict of settings and a dict of designs with the same keys."""
+    """Every run of a module's design under `profile`: its `design(settings(profile))` over the
+    settings' seeds, or the module's `runs(design, settings, store)` where it chooses its runs itself
+    (the screen seeds each run; the schemes follow the sequential rule over what `store` holds, None:
+    an empty store; a study of several designs, each on its own profile, lists them all)."""
     module = _module(name)
     settings = module.settings(profile)
     designs = module.design(settings)
-    if hasattr(module, "runs"):  # a study that seeds its runs itself (the screen: a seed per run)
+    if hasattr(module, "runs"):
         return list(module.runs(designs, settings, store))
-    pairs = (
-        [(designs[k], settings[k]) for k in settings] if isinstance(settings, dict) else [(designs, settings)]
-    )
-    return [
-        point.config.replace(seed=seed)
-        for points, chosen in pairs
-        for point in points
-        for seed in chosen.seeds
-    ]
+    return [point.config.replace(seed=seed) for point in designs for seed in settings.seeds]
 
 
 def study_allowance(name: str, profile: str) -> list[Config]:

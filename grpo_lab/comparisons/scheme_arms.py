@@ -111,8 +111,8 @@ def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     return verdict_table.compare(scored, rows, margin=margin, reference_gain=learned)
 
 
-def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:
+def figure(verdict_rows: pd.DataFrame, settings: Profile) -> plt.Figure:
     """The verdict table as a forest plot (`paired.forest`)."""
     return paired.forest(
-        verdict_table, f"{described(settings)}, {settings.steps} steps", f"schemes vs {REFERENCE}"
+        verdict_rows, f"{described(settings)}, {settings.steps} steps", f"schemes vs {REFERENCE}"
     )

@@ -43,7 +43,6 @@ from grpo_lab.analysis.verdict_table import (
     entropy_cell,
     recommendation,
 )
-from grpo_lab.profiles import Profile
 
 ASPECTS = {
     "difficulty": "源码实现难度",
@@ -542,11 +541,11 @@ def markdown(reviewed: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def figure(reviewed: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.Figure:
+def figure(reviewed: pd.DataFrame, runs: str) -> plt.Figure:
     """`reviewed` (`review_table`) as a grid: a row per review trick, a column per aspect, each cell
     coloured by its reading and giving the review's word (in English: the default font has no CJK
-    glyphs) over the measured value; the title says the profile and the runs (`settings`: notebook
-    12's, `studies.verdicts.settings`)."""
+    glyphs) over the measured value; the title says the profile and the runs (`runs`, as notebook 12's
+    `studies.verdicts.figure_review` words them)."""
     records = reviewed.to_dict("records")
     codes = np.array([[READINGS.index(r[f"{a} reading"]) for a in ASPECTS] for r in records])
     n = len(records)
@@ -562,16 +561,6 @@ def figure(reviewed: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.Figur
     ax.xaxis.tick_top()
     handles = [Patch(facecolor=READING_COLORS[r], label=r) for r in READINGS]
     fig.legend(handles=handles, loc="lower center", ncol=len(READINGS), fontsize=8, frameon=False)
-    paired_steps, screen_steps, rounds = (
-        settings["schemes"].steps,
-        settings["screen"].steps,
-        len(settings["cost"].seeds),
-    )
-    fig.suptitle(
-        f"Tricks review §3.1 against the lab's verdict table ({settings['schemes'].name} profile: "
-        f"{paired_steps}-step paired runs, {screen_steps}-step screen, step time over {rounds} rounds "
-        "of the cost study)",
-        fontsize=10,
-    )
+    fig.suptitle(f"Tricks review §3.1 against the lab's verdict table ({runs})", fontsize=10)
     fig.tight_layout(rect=(0, 0.5 / (1.2 + 0.62 * n), 1, 1))
     return fig

@@ -151,7 +151,7 @@ def diagnostics(result: SweepResult, name: str) -> pd.DataFrame:
     return robustness.rule_counts(robustness.run_findings(runs, ["label"]), runs, by="label")
 
 
-def figure(verdict_table: pd.DataFrame, kind: str, settings: Profile) -> plt.Figure:
+def figure(verdict_rows: pd.DataFrame, kind: str, settings: Profile) -> plt.Figure:
     """The verdict rows of one `kind` ('component', 'conflict' or 'trick') as a forest plot."""
     titles = {
         "component": f"components of the objective vs {REFERENCE}",
@@ -160,7 +160,7 @@ def figure(verdict_table: pd.DataFrame, kind: str, settings: Profile) -> plt.Fig
     }
     if kind not in titles:
         raise ValueError(f"unknown kind {kind!r}; valid: {', '.join(titles)}")
-    rows = verdict_table[verdict_table["kind"] == kind]
+    rows = verdict_rows[verdict_rows["kind"] == kind]
     return paired.forest(rows, f"{described(settings)}, {settings.steps} steps", titles[kind])
 
 

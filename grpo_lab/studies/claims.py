@@ -8,9 +8,10 @@ a stated number becomes a region where a choice was needed); the claims the lab 
 `UNTESTABLE`, with the reason. Each `source` names the document and section, e.g. "Tricks review
 §2.1 Length normalization".
 
-The study has two designs on two settings (training claims on the study base with the headline
-studies' settings, `baseline`'s, so an arm that 01-03 also train is their run; cost claims on the
-timed runs of `cost`), so `settings` and `design` return dicts keyed by 'training' and 'cost' and
+The study has two designs (training claims on the study base with the headline studies' settings,
+`comparisons.bed.BASE_RUNS`, so an arm that 01-03 also train is their run; cost claims on the timed
+runs of `comparisons.timing`, 08's): `settings` is the training claims' profile, the cost claims'
+follows from it (`profiles`), `design` returns the points of both keyed by 'training' and 'cost', and
 `run` returns the runs of both (`Runs`); then `scores` and `figure`. A claim on accuracy is scored
 with the headline score (`analysis.scores.HEADLINE`), as every verdict of the lab is."""
 
@@ -435,15 +436,18 @@ def catalogue(profile: str) -> tuple[Claim, ...]:
     return CLAIMS if profile == "full" else tuple(c for c in CLAIMS if c.name in SMOKE_CLAIMS)
 
 
-def settings(
-    profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
-) -> dict[str, Profile]:
-    """The profile of each design: 'training', the profile of `baseline` (01's runs: under the full
-    profile 3 paired seeds of 60 steps, validated at step 0 and every 5 steps in the scored tail, as
-    02's and the schemes' first look are, so the control arm is the grpo runs of 01 and 03 and an arm
-    equal to one of 02's points, batch norm on group norm, is 02's run; `steps` overrides its steps);
-    'cost', the profile of `cost` (08's runs); `seeds` as the notebook sets them, for both."""
-    return {"training": BASE_RUNS.settings(profile, seeds, steps), "cost": timing.settings(profile, seeds)}
+settings = BASE_RUNS.settings
+"""The study's profile, the training claims': 01's runs (`comparisons.bed.BASE_RUNS`: under the full
+profile 3 paired seeds of 60 steps, validated at step 0 and every 5 steps in the scored tail, as 02's
+and the schemes' first look are, so the control arm is the grpo runs of 01 and 03 and an arm equal to
+one of 02's points, batch norm on group norm, is 02's run); `seeds` and `steps` as the notebook sets
+them."""
+
+
+def profiles(settings: Profile) -> dict[str, Profile]:
+    """The profile of each design: 'training', `settings`; 'cost', the timed runs' (08's,
+    `comparisons.timing`) on the same seeds (the notebook's; the budgets' own seeds agree)."""
+    return {"training": settings, "cost": timing.settings(settings.name, settings.seeds)}
 
 
 def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
@@ -453,21 +457,22 @@ def configurations(claim: Claim) -> dict[str, list[dict[str, Any]]]:
     return {arm: [{**overrides, **combo} for combo in combos] for arm, overrides in claim.arms().items()}
 
 
-def design(settings: Mapping[str, Profile], claims: Sequence[Claim] | None = None) -> dict[str, list[Point]]:
+def design(settings: Profile, claims: Sequence[Claim] | None = None) -> dict[str, list[Point]]:
     """Design -> the points of every configuration the claims (default: the profile's `catalogue`)
     need there, on that design's base (the study base, `comparisons.bed.base`, for 'training'; `cost`'s for
     'cost'), each labelled by its overrides (`arm_label`); a design no claim uses has no points."""
-    chosen = catalogue(settings["training"].name) if claims is None else claims
-    unknown = sorted({c.design for c in chosen} - set(settings))
+    chosen = catalogue(settings.name) if claims is None else claims
+    chosen_profiles = profiles(settings)
+    unknown = sorted({c.design for c in chosen} - set(chosen_profiles))
     if unknown:
-        raise ValueError(f"no profile for the design(s) {unknown}; pass claims.settings(...)")
+        raise ValueError(f"no design {unknown}; valid: {', '.join(chosen_profiles)}")
     bases: dict[str, Callable[[Profile], Config]] = {"training": base, "cost": timing.base_config}
     designs: dict[str, list[Point]] = {name: [] for name in bases}
     for name, make_base in bases.items():
         wanted = [c for c in chosen if c.design == name]
         if not wanted:
             continue
-        start = make_base(settings[name])
+        start = make_base(chosen_profiles[name])
         arms = {arm_label(o): o for c in wanted for arm in configurations(c).values() for o in arm}
         designs[name] = [Point(label, {}, start.replace(**o)) for label, o in arms.items()]
     return designs
@@ -483,9 +488,23 @@ class Runs:
     """(label, seed) of the training runs that failed"""
 
 
+def runs(
+    designs: Mapping[str, Sequence[Point]], settings: Profile, root: str | Path | None = None
+) -> list[Config]:
+    """Every run the designs need (what `grpo-lab plan` counts): each design's points over its
+    profile's seeds (`profiles`). `root` is unused: nothing here depends on what the store holds."""
+    chosen = profiles(settings)
+    return [
+        p.config.replace(seed=seed)
+        for name, points in designs.items()
+        for p in points
+        for seed in chosen[name].seeds
+    ]
+
+
 def run(
     designs: Mapping[str, Sequence[Point]],
-    settings: Mapping[str, Profile],
+    settings: Profile,
     root: str | Path | None = None,
     **options: Any,
 ) -> Runs:
@@ -494,29 +513,30 @@ def run(
     `experiments.run_design`), failures recorded; cost configurations are timed one after the other
     in this process by `timing.run`."""
     metrics, failed = {}, set()
+    chosen = profiles(settings)
     for name, points in designs.items():
         if not points:
             continue
-        where = settings[name].runs_dir() if root is None else root
+        where = chosen[name].runs_dir() if root is None else root
         if name == "cost":
-            metrics[name] = timing.run(points, settings[name], where)
+            metrics[name] = timing.run(points, chosen[name], where)
             continue
-        result = run_design(points, settings[name].seeds, where, **options)
+        result = run_design(points, chosen[name].seeds, where, **options)
         metrics[name] = result.metrics
         failed |= set(zip(result.failures["label"], result.failures["seed"]))
     return Runs(metrics, frozenset(failed))
 
 
-def scores(claims: Sequence[Claim], runs: Runs, settings: Mapping[str, Profile]) -> pd.DataFrame:
+def scores(claims: Sequence[Claim], runs: Runs, settings: Profile) -> pd.DataFrame:
     """Each run's score on its claim's metric: one row per claim, arm and seed (over a grid: the
     mean over the arm's configurations of that seed). A failed run scores `ON_FAILURE` on the
     metrics that measure failing, and has no score otherwise."""
-    rows = []
+    rows, chosen = [], profiles(settings)
     for claim in claims:
         metric = RUN_METRICS.get(claim.metric)
         by_label = dict(list(runs.metrics[claim.design].groupby(["label", "seed"])))
         for arm, overrides in configurations(claim).items():
-            for seed in settings[claim.design].seeds:
+            for seed in chosen[claim.design].seeds:
                 values = []
                 for label in map(arm_label, overrides):
                     if (label, seed) in runs.failed:

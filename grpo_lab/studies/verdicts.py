@@ -10,8 +10,10 @@ over that gain. The scheme rows are decided by the scheme study's own sequential
 (`sequential_seeds.verdict_rule`) on its adjusted interval, not re-decided on a plain 95% one; every row shows
 the paired effect on greedy accuracy beside the headline one.
 
-The study has one settings per design, so `settings` and `design` return dicts keyed by `DESIGNS`
-(and `run` a `SweepResult` per key); the rest is the one table, its markdown and its figure."""
+The study's settings are the scheme comparison's profile; each design's own profile follows from it
+(`profiles`), so `design` returns a dict keyed by `DESIGNS` (and `run` a result per key); the rest is
+the one table, its markdown and its figures (the table's, and the Tricks review read against it,
+`comparisons.tricks_review`)."""
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +24,15 @@ import pandas as pd
 
 from grpo_lab.analysis import plots, verdict_table
 from grpo_lab.analysis.scores import examine as score_examination
-from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds, timing, trick_arms
+from grpo_lab.comparisons import (
+    paired,
+    scheme_arms,
+    screen,
+    sequential_seeds,
+    timing,
+    trick_arms,
+    tricks_review,
+)
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
@@ -33,71 +43,80 @@ DESIGNS = ("schemes", "screen", "conflicts", "tricks", "cost")
 give the `cost` column"""
 
 
-def settings(
-    profile: str, seeds: Sequence[int] | None = None, steps: int | None = None
-) -> dict[str, Profile]:
-    """The profile of each design: 'schemes', `schemes.settings` (03's runs); 'screen',
-    `screen.settings` (its blocks); 'conflicts' and 'tricks', `trick_arms.settings` (02's runs);
-    `seeds` and `steps` apply to the paired designs, `steps` to the screen."""
-    paired_settings = trick_arms.settings(profile, seeds, steps)
+settings = scheme_arms.settings
+"""The study's profile: the scheme comparison's (03's runs, `comparisons.scheme_arms.settings`); the
+other designs' profiles follow from it (`profiles`); `seeds` and `steps` as the notebook sets them."""
+
+
+def profiles(settings: Profile) -> dict[str, Profile]:
+    """The profile of each design, its own study's, so that its runs are 02's, 03's and 08's:
+    'schemes', `settings`; 'screen', `screen.settings` (its blocks); 'conflicts' and 'tricks',
+    `trick_arms.settings` (02's runs); 'cost', `timing.settings`. The seeds and steps the notebook set
+    on `settings` (where they differ from the scheme comparison's own) apply to the paired designs,
+    the steps to the screen."""
+    own = scheme_arms.settings(settings.name)
+    seeds = None if settings.seeds == own.seeds else settings.seeds
+    steps = None if settings.steps == own.steps else settings.steps
+    paired_settings = trick_arms.settings(settings.name, seeds, steps)
     return {
-        "schemes": scheme_arms.settings(profile, seeds, steps),
-        "screen": screen.settings(profile, steps=steps),
+        "schemes": settings,
+        "screen": screen.settings(settings.name, steps=steps),
         "conflicts": paired_settings,
         "tricks": paired_settings,
-        "cost": timing.settings(profile),
+        "cost": timing.settings(settings.name),
     }
 
 
-def design(settings: Mapping[str, Profile]) -> dict[str, list[Point]]:
+def design(settings: Profile) -> dict[str, list[Point]]:
     """Each design under its settings: the schemes of `scheme_arms.design`, the screen's 32 runs, the
     conflicts with the base they are paired against, the leave-one-out of `trick_arms.trick_points`."""
-    conflicts = trick_arms.conflict_points(settings["conflicts"])
-    reference = trick_arms.component_points(settings["conflicts"])[0]  # the base, labelled grpo
+    chosen = profiles(settings)
+    conflicts = trick_arms.conflict_points(chosen["conflicts"])
+    reference = trick_arms.component_points(chosen["conflicts"])[0]  # the base, labelled grpo
     return {
-        "schemes": scheme_arms.design(settings["schemes"]),
-        "screen": screen.design(settings["screen"]),
+        "schemes": scheme_arms.design(chosen["schemes"]),
+        "screen": screen.design(chosen["screen"]),
         "conflicts": [reference, *conflicts],
-        "tricks": trick_arms.trick_points(settings["tricks"]),
-        "cost": timing.design(settings["cost"]),
+        "tricks": trick_arms.trick_points(chosen["tricks"]),
+        "cost": timing.design(chosen["cost"]),
     }
 
 
 def runs(
-    designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], root: str | Path | None = None
+    designs: Mapping[str, Sequence[Point]], settings: Profile, root: str | Path | None = None
 ) -> list[Config]:
     """The runs the designs need (what `grpo-lab plan` counts): the schemes' under the sequential
     rule (`sequential_seeds.runs`, against the store `root`; None: an empty one), the screen's (a seed per
     run), the conflicts' and the leave-one-out's over their seeds."""
+    chosen = profiles(settings)
     over_seeds = [
         p.config.replace(seed=seed)
         for name in ("conflicts", "tricks", "cost")
         for p in designs[name]
-        for seed in settings[name].seeds
+        for seed in chosen[name].seeds
     ]
     return [
-        *sequential_seeds.runs(designs["schemes"], settings["schemes"], root),
-        *screen.runs(designs["screen"], settings["screen"]),
+        *sequential_seeds.runs(designs["schemes"], chosen["schemes"], root),
+        *screen.runs(designs["screen"], chosen["screen"]),
         *over_seeds,
     ]
 
 
-def run(
-    designs: Mapping[str, Sequence[Point]], settings: Mapping[str, Profile], **options: Any
-) -> dict[str, Any]:
+def run(designs: Mapping[str, Sequence[Point]], settings: Profile, **options: Any) -> dict[str, Any]:
     """Train (or load) each design in its run store: the schemes look by look under the sequential
     rule (`sequential_seeds.run`), the screen with a seed per run (`screen.run`), the conflicts (a crash is
     their outcome, not an error) and the leave-one-out over their seeds. `options` as for
     `experiments.execute`. The cost design is timed in this process, one run after the other
     (`timing.run`: its tidy metrics, not a `SweepResult`)."""
+    chosen = profiles(settings)
     return {
-        "schemes": sequential_seeds.run(designs["schemes"], settings["schemes"], **options),
-        "screen": screen.run(designs["screen"], settings["screen"], **options),
+        "schemes": sequential_seeds.run(designs["schemes"], chosen["schemes"], **options),
+        "screen": screen.run(designs["screen"], chosen["screen"], **options),
         "conflicts": paired.run(
-            designs["conflicts"], settings["conflicts"], may_fail=trick_arms.CONFLICTS, **options
+            designs["conflicts"], chosen["conflicts"], may_fail=trick_arms.CONFLICTS, **options
         ),
-        "tricks": paired.run(designs["tricks"], settings["tricks"], **options),
-        "cost": timing.run(designs["cost"], settings["cost"]),
+        "tricks": paired.run(designs["tricks"], chosen["tricks"], **options),
+        "cost": timing.run(designs["cost"], chosen["cost"]),
     }
 
 
@@ -146,21 +165,21 @@ def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
 def table(
     scored: Mapping[str, pd.DataFrame],
     margin: float | None = None,
-    settings: Mapping[str, Profile] | None = None,
+    settings: Profile | None = None,
 ) -> pd.DataFrame:
     """The verdict table: the schemes against grpo and, where a scheme also changes what is not its
     mechanism, against its matched comparator (`scheme_arms.arms`), the screen's factors, the conflicts
     against grpo, then the confirmed tricks (all on against all but that one). Every row's reference gain
     is grpo's (`analysis.verdict_table.gain` over the schemes' grpo runs) and `margin` defaults to
     `MARGIN_OF_GAIN` times it, the screen's included. The scheme rows are the scheme study's sequential
-    rule's decisions (`sequential_seeds.verdict_rule` under `settings['schemes']`, the study's settings:
+    rule's decisions (`sequential_seeds.verdict_rule` under `settings`, the study's settings:
     required, as they fix the rule's looks and cap; protocol 'sequential'); under a profile too small for a
     look they are plain paired comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry
     its main effects on greedy accuracy beside the headline ones. A row's `cost x` is the step-time multiple
     the cost study measured for its scheme, trick or conflict (08: interleaved rounds on one thread, so the
     machine's load cancels); a row the cost study does not time (the screen's group_reward_norm, which is
     grpo's own advantage) keeps its runs' own ratio."""
-    if settings is None or "schemes" not in settings:
+    if settings is None:
         raise ValueError(
             "the scheme rows follow the scheme study's sequential rule, whose looks and cap come from "
             "its settings: pass this study's settings (verdicts.settings(profile, seeds, steps))"
@@ -178,7 +197,7 @@ def table(
     screened = scored["screen"].rename(columns={"seed": "run_seed", "block": "seed"})
     effects = screen.main_effects(screened, chosen, reference_gain=learned)
     on_greedy = screen.main_effects(screened.assign(score=screened["greedy"]), chosen, reference_gain=learned)
-    rule = sequential_seeds.verdict_rule(settings["schemes"], chosen)
+    rule = sequential_seeds.verdict_rule(settings, chosen)
     if rule is None:
         by_scheme = verdict_table.compare(
             scored["schemes"], scheme_rows, margin=chosen, reference_gain=learned
@@ -208,17 +227,25 @@ def table(
     return rows
 
 
-def figure(verdict_table: pd.DataFrame, settings: Mapping[str, Profile]) -> plt.Figure:
-    """The table as a forest plot (`paired.forest`), with each design's steps."""
-    runs = (
-        f"{settings['schemes'].steps} steps (schemes, conflicts, tricks), {settings['screen'].steps} (screen)"
-    )
-    return paired.forest(
-        verdict_table, runs, "schemes and conflicts vs grpo, trick factors, confirmed tricks"
-    )
+def figure(verdict_rows: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """The table as a forest plot (`paired.forest`), with each design's steps (`profiles`)."""
+    screen_steps = profiles(settings)["screen"].steps
+    runs = f"{settings.steps} steps (schemes, conflicts, tricks), {screen_steps} (screen)"
+    return paired.forest(verdict_rows, runs, "schemes and conflicts vs grpo, trick factors, confirmed tricks")
 
 
-def save_markdown(verdict_table: pd.DataFrame, name: str) -> Path:
+def save_markdown(verdict_rows: pd.DataFrame, name: str) -> Path:
     """Write the table as markdown (`analysis.verdict_table.table_markdown`, the columns of
     `TABLE_COLUMNS`) next to its figure (`plots.save_markdown`)."""
-    return plots.save_markdown(verdict_table.table_markdown(verdict_table), name)
+    return plots.save_markdown(verdict_table.table_markdown(verdict_rows), name)
+
+
+def figure_review(reviewed: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """The Tricks review's table read against the verdict table (`tricks_review.figure` of
+    `tricks_review.review_table`), its title saying the profile and the runs of each design."""
+    chosen = profiles(settings)
+    runs = (
+        f"{settings.name} profile: {settings.steps}-step paired runs, {chosen['screen'].steps}-step "
+        f"screen, step time over {len(chosen['cost'].seeds)} rounds of the cost study"
+    )
+    return tricks_review.figure(reviewed, runs)

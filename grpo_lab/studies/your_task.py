@@ -197,9 +197,9 @@ def figure(differences: pd.DataFrame, settings: Profile, task: str | None = None
     )
 
 
-def figure_verdicts(verdict_table: pd.DataFrame, settings: Profile, task: str | None = None) -> plt.Figure:
+def figure_verdicts(verdict_rows: pd.DataFrame, settings: Profile, task: str | None = None) -> plt.Figure:
     """The verdict table as a forest plot (`paired.forest`)."""
-    return paired.forest(verdict_table, f"{settings.steps} steps", f"presets on {task_name(task)}")
+    return paired.forest(verdict_rows, f"{settings.steps} steps", f"presets on {task_name(task)}")
 
 
 def figure_curves(result: SweepResult, task: str | None = None) -> plt.Figure:

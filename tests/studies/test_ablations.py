@@ -43,7 +43,7 @@ def test_the_recalibrated_arm_differs_from_the_kl_in_reward_arm_in_the_normaliza
 
 def test_the_recalibration_is_judged_against_the_kl_in_reward_arm(monkeypatch):
     judged = []
-    monkeypatch.setattr(ablations.verdicts, "compare", lambda scored, arms, margin: judged.extend(arms))
+    monkeypatch.setattr(ablations.verdict_table, "compare", lambda scored, arms, margin: judged.extend(arms))
     labels = ["grpo", ablations.KL_IN_REWARD, ablations.RECALIBRATED]
     ablations.table(pd.DataFrame({"label": labels}))
     assert (ablations.RECALIBRATED, "recalibration", ablations.RECALIBRATED, ablations.KL_IN_REWARD) in judged

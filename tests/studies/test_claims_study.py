@@ -36,8 +36,8 @@ def test_claim_refuses_bad_declarations():
 
 @pytest.mark.parametrize("profile", ["smoke", "full"])
 def test_every_claim_builds_valid_and_distinct_arms(profile):
-    settings = claims_study.settings(profile)
-    bases = {"training": base(settings["training"]), "cost": cost.base_config(settings["cost"])}
+    profiles = claims_study.profiles(claims_study.settings(profile))
+    bases = {"training": base(profiles["training"]), "cost": cost.base_config(profiles["cost"])}
     catalogue = claims_study.catalogue(profile)
     assert len({c.name for c in catalogue}) == len(catalogue)
     for claim in catalogue:
@@ -66,8 +66,8 @@ def test_training_claims_share_the_headline_runs():
     look, and the batch-norm arm is 02's conflict run: the same configs, so the store trains each once."""
     settings = claims_study.settings("full")
     points = claims_study.design(settings)["training"]
-    control = run_keys(points, settings["training"], arm_label({}))
-    batch_norm = run_keys(points, settings["training"], arm_label(TRICKS["batch_reward_norm"]))
+    control = run_keys(points, settings, arm_label({}))
+    batch_norm = run_keys(points, settings, arm_label(TRICKS["batch_reward_norm"]))
     assert len(control) == len(batch_norm) == 3
 
     first = baseline.settings("full")
@@ -81,10 +81,10 @@ def test_the_training_claims_are_scored_like_the_headline_runs():
     """Under the full profile the training claims' runs are 60 steps validated at step 0 and every 5
     steps in the scored tail, and each validation metric finds its evaluations there; the smoke
     profile keeps its few steps."""
-    training = claims_study.settings("full")["training"]
+    training = claims_study.settings("full")
     assert training.seeds == (0, 1, 2) and training.steps == 60
     assert training.eval_every == 5 and training.eval_start == 30
-    assert claims_study.settings("smoke")["training"].steps == PROFILES["smoke"].steps
+    assert claims_study.settings("smoke").steps == PROFILES["smoke"].steps
 
     evaluated = [0, *range(training.eval_start, training.steps + 1, training.eval_every)]
     tail = len(evaluated) - 1
@@ -124,12 +124,12 @@ def test_scores_and_verdicts_from_real_runs(tmp_path):
 
 def test_settings_give_each_design_its_profile():
     settings = claims_study.settings("full", [0, 1], steps=30)
-    assert settings["training"].steps == 30 and settings["training"].seeds == (0, 1)
-    assert settings["training"].eval_every == 5 and settings["training"].eval_start == 15
-    assert settings["cost"].steps == cost.FULL.steps and settings["cost"].seeds == (0, 1)
-    cost_claim = next(c for c in claims_study.CLAIMS if c.design == "cost")
-    with pytest.raises(ValueError, match="no profile for the design"):
-        claims_study.design({"training": settings["training"]}, [cost_claim])
+    profiles = claims_study.profiles(settings)
+    assert profiles["training"] == settings and isinstance(settings, Profile)
+    assert settings.steps == 30 and settings.seeds == (0, 1)
+    assert settings.eval_every == 5 and settings.eval_start == 15
+    assert profiles["cost"].steps == cost.FULL.steps and profiles["cost"].seeds == (0, 1)
+    assert claims_study.profiles(claims_study.settings("full"))["cost"] == cost.settings("full")
 
 
 def test_the_design_holds_every_arm_configuration_once_per_design():

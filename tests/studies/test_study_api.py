@@ -13,7 +13,7 @@ from grpo_lab.comparisons import bed, paired, screen, trick_arms
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
-from grpo_lab.profiles import PROFILES, Budget
+from grpo_lab.profiles import PROFILES, Budget, Profile
 from grpo_lab.studies import (
     ablations,
     baseline,
@@ -43,17 +43,19 @@ STUDIES = (
     your_task,
     long_verdicts,
 )
-SEVERAL_SETTINGS = (claims, verdicts)
-"""the studies with one settings per design: their settings and design are dicts with the same keys"""
+SEVERAL_DESIGNS = (claims, verdicts)
+"""the studies of several designs, each on its own profile (`profiles`, derived from the study's
+settings): their design is a dict with the same keys"""
 
 
 def designs_of(study, profile: str) -> list[tuple[list[Point], object]]:
-    """(points, settings) of each design of a study under `profile`."""
+    """(points, profile) of each design of a study under `profile`."""
     settings = study.settings(profile)
     designs = study.design(settings)
-    if isinstance(settings, dict):
-        assert set(designs) == set(settings), study.__name__
-        return [(designs[k], settings[k]) for k in settings]
+    if study in SEVERAL_DESIGNS:
+        profiles = study.profiles(settings)
+        assert set(designs) == set(profiles), study.__name__
+        return [(designs[k], profiles[k]) for k in profiles]
     return [(designs, settings)]
 
 
@@ -69,7 +71,7 @@ def test_every_study_has_the_same_entry_points(study):
             assert all(isinstance(p, Point) for p in points)
             assert len({p.label for p in points}) == len(points), "labels name the points"
             assert {p.config.steps for p in points} <= {settings.steps}
-    assert (study in SEVERAL_SETTINGS) == isinstance(study.settings("smoke"), dict)
+    assert isinstance(study.settings("smoke"), Profile)  # one type of settings everywhere
 
 
 @pytest.mark.parametrize("study", [s for s in STUDIES if hasattr(s, "FULL")], ids=lambda m: m.__name__)
@@ -99,9 +101,9 @@ def test_the_verdict_table_asks_for_the_runs_of_02_and_03(profile):
     """The scheme, screen, conflict and trick designs of 12 are those of 03 and 02, under the same
     seeds, so after those notebooks it only loads."""
     settings = verdicts.settings(profile)
-    designs = verdicts.design(settings)
+    designs, profiles = verdicts.design(settings), verdicts.profiles(settings)
     runs = {
-        name: {p.config.replace(seed=s).key() for p in designs[name] for s in settings[name].seeds}
+        name: {p.config.replace(seed=s).key() for p in designs[name] for s in profiles[name].seeds}
         for name in ("schemes", "conflicts", "tricks")
     }
     scheme_settings = schemes.settings(profile)
@@ -115,7 +117,7 @@ def test_the_verdict_table_asks_for_the_runs_of_02_and_03(profile):
     assert runs["tricks"] <= notebook_02 and runs["conflicts"] <= notebook_02
     assert len(runs["tricks"]) == (1 + len(trick_arms.tricks(trick_settings))) * len(trick_settings.seeds)
     screen_settings = screen.settings(profile)
-    assert {c.key() for c in screen.runs(designs["screen"], settings["screen"])} == {
+    assert {c.key() for c in screen.runs(designs["screen"], profiles["screen"])} == {
         c.key() for c in screen.runs(screen.design(screen_settings), screen_settings)
     }
     assert set(verdicts.DESIGNS) == set(designs)

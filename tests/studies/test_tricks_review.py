@@ -362,7 +362,7 @@ def test_markdown_has_a_row_per_trick_and_a_cell_per_aspect():
 
 def test_the_figure_colours_each_cell_by_its_reading_and_names_the_runs():
     reviewed = tricks_review.review_table(constructed())
-    fig = tricks_review.figure(reviewed, verdicts.settings("smoke"))
+    fig = verdicts.figure_review(reviewed, verdicts.settings("smoke"))
     try:
         ax = fig.axes[0]
         codes = np.asarray(ax.images[0].get_array())

@@ -59,7 +59,7 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     grpo = data["schemes"][data["schemes"]["label"] == "grpo"]
     margin = verdict_table.MARGIN_OF_GAIN * verdict_table.gain(grpo)
     plan = sequential.Plan(
-        margin, min_seeds=3, block=sequential_seeds.LOOK_BLOCK, max_seeds=len(settings["schemes"].seeds)
+        margin, min_seeds=3, block=sequential_seeds.LOOK_BLOCK, max_seeds=len(settings.seeds)
     )
     d = data["schemes"].query("label == 'scheme_a'")["score"].to_numpy() - grpo["score"].to_numpy()[:6]
     look = sequential.decide(plan, d, earlier=[3], final=False)
@@ -73,10 +73,8 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     # one margin everywhere: the screen's rows and the conflicts' are judged against grpo's gain too
     np.testing.assert_allclose(table["margin"], margin)
     np.testing.assert_allclose(table["gain"], verdict_table.gain(grpo))
-    rule = sequential_seeds.verdict_rule(settings["schemes"], margin)
-    assert (
-        rule is not None and rule.plan == plan and rule.looks == sequential_seeds.looks(settings["schemes"])
-    )
+    rule = sequential_seeds.verdict_rule(settings, margin)
+    assert rule is not None and rule.plan == plan and rule.looks == sequential_seeds.looks(settings)
 
 
 def test_the_screen_rows_show_the_main_effect_on_greedy_accuracy():
@@ -95,7 +93,7 @@ def test_the_table_needs_the_settings_that_fix_the_rule_and_a_small_profile_neve
     with pytest.raises(ValueError, match="pass this study's settings"):
         verdicts.table(scored())
     smoke = verdicts.settings("smoke")
-    assert sequential_seeds.verdict_rule(smoke["schemes"], 0.01) is None  # two seeds: no look
+    assert sequential_seeds.verdict_rule(smoke, 0.01) is None  # two seeds: no look
     data = scored()
     data["schemes"] = data["schemes"][data["schemes"]["seed"] < 2]
     rows = verdicts.table(data, settings=smoke).set_index("row")
