@@ -43,11 +43,11 @@ def robustness_table(
     scheme: str = "scheme",
     confidence: float = 0.95,
 ) -> pd.DataFrame:
-    """One row per fault field of `faults` (as given to `studies.fault_points`), scheme and level, in
-    the design's order: runs, mean and t-interval of `metric` over the runs in `finals` (one row per
-    run with the columns `scheme`, `fault`, `level`, e.g. `stats.final_values`). Each fault's first
-    level is the clean runs, at the field's clean value (its Config default): robustness curves start
-    from the same point. Levels are matched as strings, as the design writes them."""
+    """One row per fault field of `faults` (as given to `comparisons.point_sets.fault_points`), scheme and
+    level, in the design's order: runs, mean and t-interval of `metric` over the runs in `finals` (one row per
+    run with the columns `scheme`, `fault`, `level`, e.g. `stats.final_values`). Each fault's first level is
+    the clean runs, at the field's clean value (its Config default): robustness curves start from the same
+    point. Levels are matched as strings, as the design writes them."""
     for column in (scheme, "fault", "level"):
         if column not in finals:
             raise ValueError(f"finals has no {column!r} column; columns: {', '.join(finals.columns)}")

@@ -97,7 +97,7 @@ def crashes(result: SweepResult) -> pd.DataFrame:
 
 
 def margin(scored: pd.DataFrame) -> float:
-    """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's clean gain (`verdicts.gain`),
+    """The scheme study's margin: `MARGIN_OF_GAIN` x grpo's clean gain (`verdict_table.gain`),
     `sequential_seeds.MIN_MARGIN` where grpo learned nothing."""
     clean = scored[(scored["scheme"] == scheme_arms.REFERENCE) & (scored["condition"] == CLEAN_CONDITION)]
     return sequential_seeds.margin_of(clean)
@@ -181,8 +181,7 @@ def figure(changed: pd.DataFrame, margin: float, settings: Profile) -> plt.Figur
         ax.set_xlabel("change of the headline score", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_yticks(range(len(names)), names, fontsize=8)
-    n = changed["n"]
-    seeds = seeds_shown(list(n))
+    seeds = seeds_shown(list(changed["n"]))
     fig.suptitle(
         f"what each fault does to each scheme ({described(settings)}, {settings.steps} steps, {seeds} paired "
         f"seeds):\nfault minus clean, 95% interval coloured by verdict; grey: MDE; dotted: the margin "

@@ -301,8 +301,7 @@ def figure(scored: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure
             ax.set_xticks(factors, [f"x{f:.2g}" for f in factors], fontsize=7)
             ax.minorticks_off()
             ax.grid(alpha=0.3)
-    n = outcomes["n"]
-    seeds = seeds_shown(list(n))
+    seeds = seeds_shown(list(outcomes["n"]))
     fig.suptitle(
         f"sensitivity per scheme ({described(settings)}, {settings.steps} steps): mean headline score,\n"
         f"95% t-interval over {seeds} seeds; red x: a failure edge, worse than the knob's best by more "
