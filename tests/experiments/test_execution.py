@@ -39,6 +39,7 @@ TWO_SWEEPS = textwrap.dedent(
 
 
     embedded.build = counted_build  # at import: every worker, which imports this script, counts too
+    embedded.WARM_START["max_steps"] = 20  # a short warm start: what is tested is who builds, not the model
 
 
     def record_pid(config, path):

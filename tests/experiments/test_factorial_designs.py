@@ -170,7 +170,7 @@ def test_a_run_with_an_invalid_combination_is_named():
 
 
 def test_every_run_of_the_screen_builds_a_valid_config_under_both_study_profiles():
-    from grpo_lab.studies import base
+    from grpo_lab.comparisons.bed import base
 
     for profile in ("smoke", "full"):
         points = factorial_points(base(profile), SIXTEEN)

@@ -9,8 +9,9 @@ import pytest
 from grpo_lab import train
 from grpo_lab.experiments.designs import Point
 
-STEPS = 4
-"""steps of each brief run: what the activity measures need"""
+STEPS = 2
+"""steps of each brief run: what the activity measures need (on the real design every trick and every
+scheme already acts, and differs from its comparator, over two steps)"""
 CHANGED = ["reward", "loss", "grad_norm", "entropy"]
 """the logged columns two runs of different arms must not share"""
 
