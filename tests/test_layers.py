@@ -165,6 +165,20 @@ def test_no_two_modules_share_a_name():
     assert shared_names(PACKAGE) == {}
 
 
+def test_one_study_module_per_notebook_named_after_it():
+    """`grpo_lab/studies/` holds a module per notebook, its name the notebook's without the number
+    (the playground, an application of its own, has none), and the notebook table lists every
+    notebook with its own study first."""
+    from grpo_lab.studies import NOTEBOOKS
+
+    notebooks = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    own = {stem: stem.split("_", 1)[1] for stem in notebooks if stem != "10_playground"}
+    studies = {p.stem for p in (PACKAGE / "studies").glob("*.py") if p.stem != "__init__"}
+    assert studies == set(own.values())
+    assert set(NOTEBOOKS) == notebooks
+    assert {stem: names[0] for stem, names in NOTEBOOKS.items() if names} == own
+
+
 # --- the checks themselves find what they are for ---
 
 FAKE_MODULES = {"grpo_lab", "grpo_lab.a", "grpo_lab.a.x", "grpo_lab.a.y", "grpo_lab.b", "grpo_lab.c"}
