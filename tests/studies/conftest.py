@@ -9,21 +9,20 @@ import pytest
 from grpo_lab import train
 from grpo_lab.experiments.designs import Point
 
-STEPS = 2
-"""steps of each brief run: what the activity measures need (on the real design every trick and every
-scheme already acts, and differs from its comparator, over two steps)"""
+STEPS = 4
+"""steps of each brief run: what the activity measures need"""
 CHANGED = ["reward", "loss", "grad_norm", "entropy"]
 """the logged columns two runs of different arms must not share"""
 
 
 @pytest.fixture(scope="session")
 def brief_runs(embedded_worked_path) -> Callable[[Sequence[Point]], dict]:
-    """Train the first `STEPS` steps of each point, validation kept small: label -> (config, metrics)."""
+    """Train the first `STEPS` steps of each point, validation kept small (greedy and sampled: the
+    activity measures read the training rows alone): label -> (config, metrics)."""
 
     def train_briefly(points: Sequence[Point]) -> dict:
-        configs = {
-            p.label: p.config.replace(steps=STEPS, eval_every=STEPS, eval_start=0, val_size=4) for p in points
-        }
+        small = dict(steps=STEPS, eval_every=STEPS, eval_start=0, val_size=4, val_sampled_size=4)
+        configs = {p.label: p.config.replace(**small) for p in points}
         return {label: (config, train(config)) for label, config in configs.items()}
 
     return train_briefly
