@@ -60,7 +60,9 @@ def test_preset_trains_and_logs(name, tiny_model_path):
 def test_all_tricks_and_every_leave_one_out_child_train_20_steps(embedded_arith_path):
     """The "all on, remove one at a time" study runs: all_tricks and each of its children finish 20
     steps on the embedded model with finite losses (prints each child's final reward)."""
-    for point in ablation_points(preset("all_tricks", steps=20, progress=False), TRICKS):
+    for point in ablation_points(
+        preset("all_tricks", steps=20, val_size=8, val_sampled_size=8, progress=False), TRICKS
+    ):
         label, config = point.label, point.config
         df = train(config)
         steps = df.dropna(subset=["reward"])
