@@ -8,14 +8,17 @@ Two paths to the same numbers (equal within float rounding; `tests/models/test_l
   log-softmax copy); its entropy comes from the same chunk, without a gradient unless one is asked for.
   Under autograd each chunk is recomputed in the backward (non-reentrant activation checkpointing: the
   chunk keeps only its hidden states), so at most one chunk's float32 logits (C, V) are alive at a
-  time, forward or backward, whatever the number of rows. The output layer is called as a module, so a
-  LoRA adapter on it takes part as everywhere else.
+  time, forward or backward, whatever the number of rows. A plain linear output layer goes through
+  `_FusedHeadLogprobs`, which recomputes the chunks in its own backward and accumulates the weight's
+  gradient in one buffer; any other (a LoRA adapter on the output layer) through checkpointed chunks
+  that call it as a module, slower (each chunk adds a weight-sized gradient of its own) but the same.
 """
 
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
@@ -30,10 +33,12 @@ was; it is also the path that gives the full logits the exact KL sums over (`kee
 the (N, T, V) float32 tensors of the plain path are what a real vocabulary's memory goes to (Qwen2.5's
 151,936 rows: 2.3 GB per copy at 64 x 60 tokens), so the chunked path takes over."""
 
-CHUNK_BYTES = 16 * 2**20
-"""the float32 logits of one chunk of the chunked path: chunk_tokens = CHUNK_BYTES / (4 V), 27 tokens at
-V = 151,936. Small enough that a chunk's temporaries stay under glibc's largest mmap threshold (32 MiB),
-so on CPU they come from the heap instead of fresh pages each time; large enough for a good matmul."""
+CHUNK_BYTES = 30 * 2**20
+"""the float32 logits of one chunk of the chunked path: chunk_tokens = CHUNK_BYTES / (4 V), 51 tokens at
+V = 151,936. Just under glibc's largest mmap threshold (32 MiB), so that on CPU a chunk's temporaries come
+from the heap instead of fresh pages each time, and as large as that allows for the matmul's sake: on the
+Qwen-vocabulary benchmark model (one thread) 30 MiB chunks ran a forward and backward in 2.9 s where
+16 MiB took 3.6 s, 64 MiB 3.9 s and the plain path 2.7 s."""
 
 Entropy = Literal["none", "value", "grad"]
 """what `completion_logprobs` computes of the entropy: nothing, its values (no gradient), or values with
@@ -175,6 +180,12 @@ def _chunked(
         or any(p.requires_grad for p in head.parameters())
         or (scale is not None and scale.requires_grad)
     )
+    if needs_grad and _fusable(head):
+        weight, bias = cast(nn.Linear, head).weight, cast(nn.Linear, head).bias
+        logp, ent = _FusedHeadLogprobs.apply(
+            hidden, weight, bias, tokens.reshape(-1), temperature, scale, size
+        )
+        return TokenStats(logp.view(n, t), _entropy_as(ent.view(n, t), entropy), None)  # (N, T)
     logps: list[Tensor] = []
     entropies: list[Tensor] = []
     for i, h in enumerate(hidden.split(size)):
@@ -188,6 +199,106 @@ def _chunked(
         entropies.extend([ent] if ent is not None else [])
     ent_all = torch.cat(entropies).view(n, t) if entropy != "none" else None  # (N, T)
     return TokenStats(torch.cat(logps).view(n, t), ent_all, None)
+
+
+def _fusable(head: nn.Module) -> bool:
+    """Whether the fused function covers the output layer: a plain linear layer. Anything else (a LoRA
+    adapter on it, say) takes the checkpointed chunks, which call it as a module."""
+    return type(head) is nn.Linear
+
+
+def _entropy_as(entropy: Tensor, kind: Entropy) -> Tensor | None:
+    """The fused function's entropy (N, T) as `kind` asks: none, values alone, or with its gradient."""
+    return None if kind == "none" else entropy if kind == "grad" else entropy.detach()
+
+
+class _FusedHeadLogprobs(torch.autograd.Function):
+    """Output projection and log-probs in one: hidden states (M, H) x the output weight (V, H) (+ bias)
+    -> log p(token) (M,) and entropy (M,) at each token's temperature times `scale`, a chunk of tokens
+    at a time. The forward keeps no logits, only the logsumexp of each token; the backward recomputes
+    each chunk's logits and accumulates the weight's gradient in place in one (V, H) buffer (verl's and
+    Liger-Kernel's design). It pays over the checkpointed chunks, whose every chunk allocates and adds
+    a (V, H) weight gradient of its own (155 MB at V = 151,936, H = 256) and runs autograd's temporaries.
+
+    With z = a / s (a the chunk's logits, s = temperature x scale), p = softmax(z):
+    d logp / dz = onehot(token) - p, d entropy / dz = -p (z - E_p[z]), d/da = d/dz / s and
+    d/ds = -sum(d/dz * z) / s. An entropy that reaches no loss gets no gradient term."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        hidden: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        tokens: Tensor,
+        temperature: float | Tensor,
+        scale: Tensor | None,
+        size: int,
+    ) -> tuple[Tensor, Tensor]:
+        s = _token_scale(temperature, scale, len(hidden), hidden.device)  # (M, 1)
+        logps, entropies, lses = [], [], []
+        for h, tok, sc in zip(hidden.split(size), tokens.split(size), s.split(size)):
+            z = _upcast(F.linear(h, weight, bias)) / sc  # (C, V)
+            lse = torch.logsumexp(z, dim=-1)  # (C,)
+            logps.append(z.gather(-1, tok[:, None]).squeeze(-1) - lse)
+            entropies.append(lse - (torch.softmax(z, dim=-1) * z).sum(-1))
+            lses.append(lse)
+        ctx.save_for_backward(hidden, weight, bias, tokens, s, torch.cat(lses), scale)
+        ctx.size, ctx.temperature = size, temperature
+        ctx.set_materialize_grads(False)
+        return torch.cat(logps), torch.cat(entropies)  # (M,), (M,)
+
+    @staticmethod
+    def backward(ctx: Any, g_logp: Tensor | None, g_ent: Tensor | None) -> tuple[Tensor | None, ...]:
+        hidden, weight, bias, tokens, s, lse, scale = ctx.saved_tensors
+        size = ctx.size
+        g_hidden = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
+        g_weight = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
+        g_bias = torch.zeros_like(bias) if bias is not None and ctx.needs_input_grad[2] else None
+        g_s = torch.zeros_like(s)  # (M, 1) d/ds, for the scale's gradient
+        for i in range(0, len(hidden), size):
+            rows = slice(i, i + size)
+            h, sc = hidden[rows], s[rows]  # (C, H), (C, 1)
+            z = _upcast(F.linear(h, weight, bias)) / sc  # (C, V)
+            p = torch.exp(z - lse[rows, None])  # (C, V)
+            g_z = torch.zeros_like(z)  # (C, V)
+            if g_logp is not None:
+                g_z.sub_(p * g_logp[rows, None]).scatter_add_(-1, tokens[rows, None], g_logp[rows, None])
+            if g_ent is not None:
+                mean_z = (p * z).sum(-1, keepdim=True)  # (C, 1)
+                g_z.sub_(p * (z - mean_z) * g_ent[rows, None])
+            g_s[rows] = -(g_z * z).sum(-1, keepdim=True) / sc
+            g_a = (g_z / sc).to(weight.dtype)  # (C, V)
+            if g_hidden is not None:
+                g_hidden[rows] = g_a @ weight
+            if g_weight is not None:
+                g_weight.addmm_(g_a.T, h.to(weight.dtype))
+            if g_bias is not None:
+                g_bias.add_(g_a.sum(0))
+        g_scale = None
+        if scale is not None and ctx.needs_input_grad[5]:
+            temperature = ctx.temperature
+            g_scale = (
+                (g_s.squeeze(-1) * temperature.squeeze(-1)).sum()
+                if isinstance(temperature, Tensor)
+                else (g_s.sum() * temperature)
+            )
+        return g_hidden, g_weight, g_bias, None, None, g_scale, None
+
+
+def _upcast(logits: Tensor) -> Tensor:
+    """Logits in float32 at least (bf16 ones upcast a chunk at a time; float64 kept, for gradcheck)."""
+    return logits if logits.dtype == torch.float64 else logits.float()
+
+
+def _token_scale(temperature: float | Tensor, scale: Tensor | None, m: int, device: torch.device) -> Tensor:
+    """Each token's divisor (M, 1): its temperature (M, 1) or one for all, times `scale` when given."""
+    s = (
+        temperature
+        if isinstance(temperature, Tensor)
+        else torch.full((m, 1), float(temperature), device=device)
+    )
+    return s * scale.detach() if scale is not None else s
 
 
 def _chunk_stats(

@@ -5,6 +5,7 @@ once do not grow with the batch."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -98,10 +99,14 @@ def weighted(stats: logprobs.TokenStats, rollout: Rollout) -> torch.Tensor:
 
 @pytest.mark.parametrize("path", ["lean", "transformers"])
 @pytest.mark.parametrize("entropy", ["value", "grad"])
-def test_chunked_equals_plain_with_gradients(monkeypatch, chunked, path, entropy):
+@pytest.mark.parametrize("fused", [True, False])
+def test_chunked_equals_plain_with_gradients(monkeypatch, chunked, path, entropy, fused):
     """Log-probs, entropy and the gradients of every parameter and of the learnable temperature agree,
-    at one temperature per row; the entropy carries a gradient only when asked."""
+    at one temperature per row, through the fused function and through checkpointed chunks; the
+    entropy carries a gradient only when asked."""
     model, rollout = tiny_qwen(), batch()
+    assert logprobs._fusable(logprobs.output_layer(model))
+    monkeypatch.setattr(logprobs, "_fusable", lambda head: fused)
     scale = torch.tensor(1.2, requires_grad=True)
     plain, lean = both_paths(monkeypatch, model, rollout, scale=scale, entropy=entropy, path=path)
     assert plain.logits is None and lean.logits is None
@@ -138,6 +143,7 @@ def test_chunked_equals_plain_under_lora_on_the_output_layer(monkeypatch, chunke
             if "lora_B" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
     adapters = [p for name, p in model.named_parameters() if p.requires_grad]
+    assert not logprobs._fusable(logprobs.output_layer(model))  # the checkpointed chunks call the adapter
     assert any("lm_head" in name for name, p in model.named_parameters() if p.requires_grad)
     rollout = batch()
     plain, lean = both_paths(monkeypatch, model, rollout, entropy="grad", path=path)
@@ -148,6 +154,30 @@ def test_chunked_equals_plain_under_lora_on_the_output_layer(monkeypatch, chunke
         ref_plain, ref_lean = both_paths(monkeypatch, model, rollout, path=path)
     torch.testing.assert_close(ref_lean.logp, ref_plain.logp, **TOL)
     assert not torch.allclose(ref_lean.logp, lean.logp)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_function_gradients_are_exact(bias):
+    """The fused function's hand-written backward against finite differences (float64): gradients of
+    the hidden states, the weight, the bias and the scale, through log-probs and entropy, in chunks of
+    3 rows (the last ragged), at per-token temperatures."""
+    gen = torch.Generator().manual_seed(0)
+    m, h, v = 7, 4, 11
+    hidden = torch.randn(m, h, dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn(v, h, dtype=torch.float64, generator=gen, requires_grad=True)
+    b = torch.randn(v, dtype=torch.float64, generator=gen, requires_grad=True) if bias else None
+    tokens = torch.randint(0, v, (m,), generator=gen)
+    temperature = torch.linspace(0.7, 1.3, m, dtype=torch.float64)[:, None]  # (M, 1)
+    scale = torch.tensor(1.1, dtype=torch.float64, requires_grad=True)
+
+    def both(hidden, weight, b, scale):
+        logp, ent = logprobs._FusedHeadLogprobs.apply(hidden, weight, b, tokens, temperature, scale, 3)
+        return logp, ent
+
+    assert torch.autograd.gradcheck(both, (hidden, weight, b, scale))
+    logits = (F.linear(hidden, weight, b) / temperature) / scale  # (M, V)
+    logp, ent = logprobs_and_entropy(logits[None], tokens[None])
+    torch.testing.assert_close(both(hidden, weight, b, scale), (logp[0], ent[0]))
 
 
 def test_large_vocabulary_takes_the_chunked_path_and_small_the_plain_one(tiny_model_path):
