@@ -225,6 +225,7 @@ class _FusedHeadLogprobs(torch.autograd.Function):
     d/ds = -sum(d/dz * z) / s. An entropy that reaches no loss gets no gradient term."""
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
     def forward(
         ctx: Any,
         hidden: Tensor,
@@ -249,6 +250,7 @@ class _FusedHeadLogprobs(torch.autograd.Function):
         return torch.cat(logps), torch.cat(entropies)  # (M,), (M,)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")  # the forward's autocast: the recomputed logits are the same
     def backward(ctx: Any, g_logp: Tensor | None, g_ent: Tensor | None) -> tuple[Tensor | None, ...]:
         hidden, weight, bias, tokens, s, lse, scale = ctx.saved_tensors
         size = ctx.size
@@ -267,7 +269,8 @@ class _FusedHeadLogprobs(torch.autograd.Function):
             if g_ent is not None:
                 mean_z = (p * z).sum(-1, keepdim=True)  # (C, 1)
                 g_z.sub_(p * (z - mean_z) * g_ent[rows, None])
-            g_s[rows] = -(g_z * z).sum(-1, keepdim=True) / sc
+            if ctx.needs_input_grad[5]:  # the learnable temperature
+                g_s[rows] = -(g_z * z).sum(-1, keepdim=True) / sc
             g_a = (g_z / sc).to(weight.dtype)  # (C, V)
             if g_hidden is not None:
                 g_hidden[rows] = g_a @ weight
