@@ -130,21 +130,24 @@ def test_chunked_without_gradient_equals_plain(monkeypatch, chunked):
 @pytest.mark.filterwarnings("ignore:Model has .tie_word_embeddings=True.:UserWarning")  # peft, on tied LoRA
 @pytest.mark.parametrize("path", ["lean", "transformers"])
 @pytest.mark.parametrize("tie", [True, False])
-def test_chunked_equals_plain_under_lora_on_the_output_layer(monkeypatch, chunked, tie, path):
-    """A LoRA adapter on the attention and on the output layer (perturbed, so that it acts): the same
-    log-probs and the same gradients of every adapter weight, the output layer's included."""
+@pytest.mark.parametrize("on_head", [True, False])
+def test_chunked_equals_plain_under_lora(monkeypatch, chunked, tie, path, on_head):
+    """A LoRA adapter on the attention, and on the output layer or not (perturbed, so that it acts): the
+    same log-probs and the same gradients of every adapter weight, the output layer's included. With
+    the adapter on the output layer the checkpointed chunks run it; without, the fused function runs
+    the frozen output weight."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "lm_head"])
-    model = get_peft_model(tiny_qwen(tie=tie), config)
+    targets = ["q_proj", "v_proj", "lm_head"] if on_head else ["q_proj", "v_proj"]
+    model = get_peft_model(tiny_qwen(tie=tie), LoraConfig(r=4, lora_alpha=8, target_modules=targets))
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
     adapters = [p for name, p in model.named_parameters() if p.requires_grad]
-    assert not logprobs._fusable(logprobs.output_layer(model))  # the checkpointed chunks call the adapter
-    assert any("lm_head" in name for name, p in model.named_parameters() if p.requires_grad)
+    assert logprobs._fusable(logprobs.output_layer(model)) != on_head
+    assert any("lm_head" in name for name, p in model.named_parameters() if p.requires_grad) == on_head
     rollout = batch()
     plain, lean = both_paths(monkeypatch, model, rollout, entropy="grad", path=path)
     torch.testing.assert_close(lean.logp, plain.logp, **TOL)
