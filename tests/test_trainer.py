@@ -291,3 +291,48 @@ def test_eval_start_skips_the_validations_before_the_scored_tail(tiny):
     assert df.dropna(subset=["val/accuracy"])["step"].tolist() == [0, 4, 6]
     with pytest.raises(ValueError, match="eval_start must be in"):
         tiny(steps=6, eval_start=7)
+
+
+@pytest.fixture(scope="module")
+def large_vocab_path(tmp_path_factory) -> str:
+    """A tiny Llama whose output layer has 5,000 rows (above `logprobs.PLAIN_MAX_VOCAB`) under the
+    character tokenizer: the rows beyond the tokenizer are tokens it never samples as text."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grpo_lab.models.tokenizer import build_char_tokenizer
+
+    path = tmp_path_factory.mktemp("large-vocab")
+    tok = build_char_tokenizer()
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=5000, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
+                      tie_word_embeddings=True)  # fmt: skip
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+def close_columns(a: pd.DataFrame, b: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    for col in columns:
+        assert torch.allclose(
+            torch.tensor(a[col].dropna().values), torch.tensor(b[col].dropna().values), rtol=1e-4, atol=1e-6
+        ), col
+
+
+def test_large_vocabulary_trains_on_the_chunked_path_as_on_the_plain_one(tiny, large_vocab_path, monkeypatch):
+    """A 5,000-token output layer takes the chunked log-prob path in every forward (old policy,
+    reference, updates): the run's losses, gradient norms, KL and entropy (with the entropy bonus and
+    the learnable temperature, whose gradients flow through the chunks) are the plain path's, and do
+    not depend on the micro-batch split."""
+    from grpo_lab.models import logprobs
+
+    config = functools.partial(tiny, model=large_vocab_path, kl_coef=0.04, entropy_coef=0.01)
+    config = functools.partial(config, learnable_temperature=True, num_iterations=2)
+    chunked = [comparable(train(config(micro_batch_size=m))) for m in (0, 5)]
+    monkeypatch.setattr(logprobs, "PLAIN_MAX_VOCAB", 10**9)
+    plain = comparable(train(config()))
+    columns = ("loss", "grad_norm", "kl", "entropy", "reward", "temperature/learned")
+    close_columns(chunked[0], chunked[1], columns)
+    close_columns(chunked[0], plain, columns)
+    assert "kl/exact" not in plain  # not for a 5,000-row output layer

@@ -10,7 +10,8 @@ Two uses, both exact rewrites of the transformers forward (same function, float-
 - `shared_prompt_logits`: the teacher-forced forward of a batch of completions in which every distinct
   prompt is run once and its keys and values are attended by all its completions (the gradient of
   the shared prompt sums over the group, as it would over G copies), prompts and completions going
-  through each layer's norms, projections and MLP as one flat batch.
+  through each layer's norms, projections and MLP as one flat batch. `shared_prompt_hidden` is the
+  same forward without the output layer, for callers that apply it a chunk of tokens at a time.
 
 The path keeps no copy of the model between calls: it calls the modules as they are at that moment,
 so it always runs the current policy (and the reference while a peft adapter is disabled). The one
@@ -341,6 +342,15 @@ def shared_prompt_logits(
     """Logits (N, T, V) that predict each completion token, from one forward in which each distinct
     left-padded prompt (rows of prompt_ids, prompt_mask (N, P)) is run once; completion tokens after
     the end (completion_mask (N, T) 0) are masked from attention, as in the transformers forward."""
+    hidden = shared_prompt_hidden(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    return _llama(model).lm_head(hidden).float()  # (N, T, V)
+
+
+def shared_prompt_hidden(
+    model: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor, completion_mask: Tensor
+) -> Tensor:
+    """The final-normed hidden states (N, T, H) that the LM head turns into `shared_prompt_logits`: the
+    same forward without the output layer, so a caller can apply it a chunk of tokens at a time."""
     net = _Lean(model)
     n, p, t, device = len(prompt_ids), prompt_ids.shape[1], completion_ids.shape[1], prompt_ids.device
     distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask.long()], 1), dim=0, return_inverse=True)
@@ -368,5 +378,5 @@ def shared_prompt_logits(
             x, _, _ = net.layer(i, x, rope, prompts, completions)
     last = x[: len(ids) * p].view(len(ids), p, -1)[rows, -1:]  # (N, 1, H): predicts completion token 0
     if t == 1:
-        return net.logits(last)
-    return net.logits(torch.cat([last, x[len(ids) * p :].view(n, t - 1, -1)], dim=1))  # (N, T, V)
+        return net.lm.model.norm(last)
+    return net.lm.model.norm(torch.cat([last, x[len(ids) * p :].view(n, t - 1, -1)], dim=1))  # (N, T, H)

@@ -1,6 +1,7 @@
 """Sampling G completions per prompt with a KV cache. The log-probs the sampler saw are kept,
 so the trainer can measure (and correct for) any sampler-trainer mismatch."""
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -78,16 +79,23 @@ def positions(attention_mask: Tensor) -> Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, L)
 
 
+def takes_logits_to_keep(model: torch.nn.Module) -> bool:
+    """Whether the transformers model's forward can compute logits for the last positions only."""
+    return "logits_to_keep" in inspect.signature(lean_decode.causal_lm(model).forward).parameters
+
+
 class TransformersDecoder:
-    """Prefill and decode steps through the transformers model and its own KV cache."""
+    """Prefill and decode steps through the transformers model and its own KV cache; the output layer
+    runs on each row's last position only where the model takes `logits_to_keep`."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.cache = None
         self.mask: Tensor | None = None
+        self.keep: dict[str, int] = {"logits_to_keep": 1} if takes_logits_to_keep(model) else {}
 
     def _logits(self, **inputs: Tensor) -> Tensor:
-        out = self.model(**inputs, attention_mask=self.mask, cache=self.cache, use_cache=True)
+        out = self.model(**inputs, attention_mask=self.mask, cache=self.cache, use_cache=True, **self.keep)
         self.cache = out.cache
         return out.logits[:, -1].float()  # (N, V)
 

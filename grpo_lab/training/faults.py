@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from grpo_lab.config import Config
-from grpo_lab.models.logprobs import completion_logits, token_logprobs
+from grpo_lab.models.logprobs import completion_logprobs
 from grpo_lab.models.sampler import Rollout
 
 
@@ -256,8 +256,7 @@ def pad_with_junk(
     )
     idx = rows.nonzero().squeeze(-1)
     if len(idx):
-        logits = completion_logits(policy, rollout.select(idx), temperatures[idx])  # (n, T', V)
-        logp[idx] = token_logprobs(logits, ids[idx]) * mask[idx]
+        logp[idx] = completion_logprobs(policy, rollout.select(idx), temperatures[idx]).logp * mask[idx]
     return rollout, stats
 
 

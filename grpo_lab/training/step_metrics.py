@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from grpo_lab.config import Config
-from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy
+from grpo_lab.models.logprobs import completion_logprobs
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import BatchTotals, masked_mean
 from grpo_lab.objective.groups import Groups, padded
@@ -176,10 +176,14 @@ def gradient_cosines(
         ref_logp = fixed.ref_logp if part.kl_coef else None
         alone = dataclasses.replace(fixed, adv=part.adv, ref_logp=ref_logp, prev_logp=None)
         for rows in chunks:
-            logits = completion_logits(model, rollout.select(rows), temperatures[rows])  # (n, T, V)
-            logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows])  # (n, T)
-            assert logp is not None  # the tokens were given
-            entropy = entropy if part.entropy_coef else entropy.detach()
+            stats = completion_logprobs(
+                model,
+                rollout.select(rows),
+                temperatures[rows],
+                entropy="grad" if part.entropy_coef else "value",
+            )
+            logp, entropy = stats.logp, stats.entropy  # (n, T)
+            assert entropy is not None  # it was asked for
             loss = objective.loss(logp, entropy, alone.select(rows), totals, part.kl_coef, part.entropy_coef)
             loss.backward()
         grads[name] = torch.cat(

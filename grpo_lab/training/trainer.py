@@ -23,7 +23,7 @@ from grpo_lab.config import Config, field_names
 from grpo_lab.models.embedded import recorded_sha256
 from grpo_lab.models.evaluation import evaluate, pass_at_k, pass_ks, sampled_correct, sampling_seed
 from grpo_lab.models.loading import load_policy
-from grpo_lab.models.logprobs import completion_logits, logprobs_and_entropy, token_logprobs
+from grpo_lab.models.logprobs import completion_logprobs, vocab_size
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.objective.groups import Groups
@@ -59,7 +59,8 @@ Findings = Callable[[pd.DataFrame, dict[str, Any]], list[dict[str, Any]]]
 above it hand the diagnostics in (the run store does); without it the summary has no `findings`"""
 
 EXACT_KL_MAX_VOCAB = 4096
-"""the exact per-token KL sums over the vocabulary: logged only for vocabularies up to this size"""
+"""the exact per-token KL sums over the vocabulary: logged only for output layers of at most this many
+rows (it keeps the reference's full log-softmax (N, T, V), so it takes the plain log-prob path)"""
 
 LIVE_FIELDS = (
     "kl_coef",
@@ -104,13 +105,16 @@ def fixed_logprobs(
     model: torch.nn.Module, rollout: Rollout, chunks: list[Tensor], temperatures: Tensor, keep_logits: bool
 ) -> tuple[Tensor, Tensor | None]:
     """Log-probs (N, T) that stay fixed during the updates (old policy, reference), each row at its
-    own temperature (N,), and optionally their log-softmax (N, T, V) for the exact KL."""
+    own temperature (N,), and optionally their log-softmax (N, T, V) for the exact KL; without it, a
+    large vocabulary's log-probs come a chunk of tokens at a time (`logprobs.completion_logprobs`)."""
     logps, logsm = [], []
     for rows in chunks:
-        logits = completion_logits(model, rollout.select(rows), temperatures[rows])  # (n, T, V)
-        logps.append(token_logprobs(logits, rollout.completion_ids[rows]))
-        if keep_logits:
-            logsm.append(torch.log_softmax(logits, dim=-1))
+        stats = completion_logprobs(
+            model, rollout.select(rows), temperatures[rows], keep_logits=keep_logits
+        )  # (n, T)
+        logps.append(stats.logp)
+        if stats.logits is not None:
+            logsm.append(torch.log_softmax(stats.logits, dim=-1))  # (n, T, V)
     return torch.cat(logps), (torch.cat(logsm) if keep_logits else None)
 
 
@@ -218,10 +222,11 @@ class Trainer:
         self.start = self._start(c)
         self.model = self.policy.model
         self.tok = cast(Any, self.policy.tokenizer)  # a Hugging Face tokenizer
-        if c.kl_monitor and len(self.tok) > EXACT_KL_MAX_VOCAB:
+        vocab = vocab_size(self.model)  # the output layer's rows, which may exceed the tokenizer's
+        if c.kl_monitor and vocab > EXACT_KL_MAX_VOCAB:
             raise ValueError(
                 f"kl_monitor logs the exact KL, which is computed for vocabularies of at most "
-                f"{EXACT_KL_MAX_VOCAB} tokens; this model's has {len(self.tok)}: set kl_monitor=False"
+                f"{EXACT_KL_MAX_VOCAB} tokens; this model's has {vocab}: set kl_monitor=False"
             )
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.tau = LearnableTemperature().to(device) if c.learnable_temperature else None
@@ -253,7 +258,7 @@ class Trainer:
         self.writer = self._open_run_log(c, resume)
         self.reward_names, self.val_set = tuple(reward_names), task.validation(c.val_size)
         self.sampled_val_set = task.validation(c.val_sampled_size)
-        self.exact = len(self.tok) <= EXACT_KL_MAX_VOCAB
+        self.exact = vocab <= EXACT_KL_MAX_VOCAB
         rows = read_metrics(self.out).to_dict("records") if self.step_index and self.out is not None else []
         self.rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop NaN fill of absent metrics
         self.finished = False
@@ -641,19 +646,23 @@ class Trainer:
         Returns its loss."""
         rollout, temperatures, entropy_coef = inputs.rollout, inputs.temperatures, inputs.entropy_coef
         with autocast(self.device):
-            logits = completion_logits(self.model, rollout.select(rows), temperatures[rows])  # (n, T, V)
-        if self.tau is not None:
-            logits = logits / self.tau()  # the trainable temperature gets its gradient here
-        logp, entropy = logprobs_and_entropy(logits, rollout.completion_ids[rows])  # (n, T)
-        assert logp is not None  # the tokens were given
-        entropy = entropy if entropy_coef else entropy.detach()  # a gradient only for the bonus
+            stats = completion_logprobs(
+                self.model,
+                rollout.select(rows),
+                temperatures[rows],
+                scale=self.tau() if self.tau is not None else None,  # the trainable temperature's gradient
+                entropy="grad" if entropy_coef else "value",  # a gradient only for the bonus
+                keep_logits=update.exact_kl is not None,  # (n, T, V) for the exact KL, small vocabularies
+            )
+        logp, entropy, logits = stats.logp, stats.entropy, stats.logits  # (n, T), (n, T), (n, T, V)
+        assert entropy is not None  # it was asked for
         loss = self.objective.loss(
             logp, entropy, inputs.fixed.select(rows), totals, self.kl_ctl.coef, entropy_coef
         )
         loss.backward()
         update.logp[rows] = logp.detach()
         update.entropy[rows] = entropy.detach()
-        if update.exact_kl is not None and inputs.ref_logsm is not None:
+        if update.exact_kl is not None and inputs.ref_logsm is not None and logits is not None:
             update.exact_kl[rows] = exact_kl(logits.detach(), inputs.ref_logsm[rows])
         return loss.item()
 
