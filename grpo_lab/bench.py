@@ -1,5 +1,5 @@
-"""`grpo-lab bench`: the cost of one GRPO step, measured side by side in one process on the same
-model, prompts, group size, completion length and number of updates.
+"""`grpo-lab bench`: the cost of one GRPO step, measured side by side on the same model files, prompts,
+group size, completion length, beta, rows per forward and number of updates.
 
 - grpo_lab: the real trainer (`grpo_lab.training.trainer.train`) on a `grpo` config;
 - TRL: `GRPOTrainer` with its fastest settings for that work (no gradient checkpointing, no vLLM,
@@ -7,10 +7,14 @@ model, prompts, group size, completion length and number of updates.
 - the bare bound: a plain KV-cached sampling loop through the transformers model plus one forward
   and backward over the sampled batch (plus a reference forward when the KL is on), nothing else.
 
-The three run in interleaved rounds (load from other jobs spreads over all of them); each reports
-the median time between consecutive steps after a warm-up step, so model loading, validation and
-trainer set-up are never counted. With `pool_runs`, a small sweep (on the embedded model by default)
-is also run with one worker and with the local pool, and their wall times compared.
+Each measurement runs in a process of its own (spawned, so no system inherits another's memory or
+imports, and dying with the process that runs the bench), in interleaved rounds (load from other jobs
+spreads over all of them). Each reports the median time between consecutive steps after a warm-up step
+(model loading, validation and trainer set-up are never counted), completion tokens per second, and its
+peak memory: the child's high-water RSS on a CPU (model loading included, the same for every system),
+`torch.cuda.max_memory_allocated` from a reset before loading on a GPU. With `pool_runs`, a small
+sweep (on the embedded model by default) is also run with one worker and with the local pool, and their
+wall times compared.
 
 A benchmark, not a test: the figures depend on the machine and on what else it runs."""
 
@@ -21,6 +25,7 @@ import hashlib
 import json
 import logging
 import math
+import multiprocessing
 import os
 import platform
 import statistics
@@ -28,6 +33,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,6 +41,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from grpo_lab.config import Config
+from grpo_lab.experiments.execution import die_with
 from grpo_lab.models.embedded import build_lock, cache_root, llama_arch, new_llama
 from grpo_lab.models.loading import load_policy, resolve_model_path
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
@@ -45,8 +52,13 @@ from grpo_lab.threads import torch_threads
 
 BENCH_4M_ARCH = llama_arch(width=256, mlp=1024, layers=4, heads=16)
 """the ~4.2M-parameter model: the embedded model's architecture at twice its width"""
-SPEEDUP_VS_TRL = {"embedded": 1.5, "4m": 1.2}
-"""the least speed-up of a step over TRL's that a report checks for, by model (none for other models)"""
+QWEN_VOCAB = 151_936
+"""Qwen2.5's vocabulary: the output rows of the large-vocabulary model the targets name"""
+SPEEDUP_VS_TRL = {"embedded": 1.5, "4m": 1.2, "smollm2-135m": 1.5, "qwen-vocab": 1.5}
+"""the least speed-up of a step over TRL's that a report checks for, by model kind (`model_kind`)"""
+MEMORY_VS_TRL = {"smollm2-135m": 0.5, "qwen-vocab": 0.5}
+"""the most peak memory relative to TRL's that a report checks for, by model kind"""
+SYSTEMS = ("grpo_lab", "trl", "bare")
 OVER_BARE_BOUND = 1.2
 """the most a grpo_lab step may take relative to the bare bound's"""
 POOL_SPEEDUP = 1.7
@@ -61,7 +73,7 @@ class Work:
     """The work of one step, the same for every system measured."""
 
     model: str
-    """'embedded', '4m' or a Hugging Face model path / id"""
+    """'embedded', '4m', a pretrained model's name ('smollm2-135m') or a Hugging Face model path / id"""
     task: str = "arith"
     prompts: int = 8
     """distinct prompts per step"""
@@ -70,6 +82,31 @@ class Work:
     """max_completion_length"""
     force_length: bool = False
     """suppress EOS so that every completion has exactly `completion_length` tokens on every side"""
+    rows_per_forward: int = 0
+    """completions in one forward and backward, on every side (grpo_lab's micro_batch_size, TRL's
+    per_device_train_batch_size with gradient accumulation over the batch); 0: the whole batch"""
+    device: str = "cpu"
+    """'cpu' or 'cuda'"""
+
+    def __post_init__(self) -> None:
+        rows = self.prompts * self.group_size
+        if self.rows_per_forward < 0 or (self.rows_per_forward and rows % self.rows_per_forward):
+            raise ValueError(
+                f"rows_per_forward {self.rows_per_forward} must divide the batch of {rows} completions "
+                "(or be 0: the whole batch)"
+            )
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device {self.device!r}: valid are 'cpu' and 'cuda'")
+
+    @property
+    def rows(self) -> int:
+        """completions per step"""
+        return self.prompts * self.group_size
+
+    @property
+    def per_forward(self) -> int:
+        """completions per forward and backward"""
+        return self.rows_per_forward or self.rows
 
 
 def bench_4m_path() -> Path:
@@ -115,10 +152,11 @@ def config_for(work: Work, beta: float, steps: int, seed: int = 0) -> Config:
         max_completion_length=work.completion_length,
         kl_coef=beta,
         fault_long_frac=1.0 if work.force_length else 0.0,
+        micro_batch_size=work.per_forward,
         eval_every=steps + 1,
         val_size=1,
         val_samples=0,
-        device="cpu",
+        device=work.device,
         progress=False,
     )
 
@@ -160,10 +198,10 @@ def run_grpo_lab(work: Work, beta: float, steps: int, warmup: int, seed: int) ->
 
 
 def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dict:
-    """The bare bound: transformers KV-cached sampling, one forward and backward over the batch,
-    and a reference forward when beta > 0; no rewards, advantages, optimizer or logging. The sampling
-    temperature is grpo_lab's config's for the same work."""
-    device = torch.device("cpu")
+    """The bare bound: transformers KV-cached sampling, a forward and backward over the batch (in
+    chunks of `rows_per_forward`), and a reference forward when beta > 0; no rewards, advantages,
+    optimizer or logging. The sampling temperature is grpo_lab's config's for the same work."""
+    device = torch.device(work.device)
     temperature = config_for(work, beta, steps + warmup + 1, seed).temperature
     policy = load_policy(model_path(work), work.task, None, device, need_reference=beta > 0)
     model, tok = policy.model, cast(PreTrainedTokenizerBase, policy.tokenizer)
@@ -192,17 +230,20 @@ def run_bare(work: Work, beta: float, steps: int, warmup: int, seed: int) -> dic
         )
         model.train()
         t1 = time.perf_counter()
-        logp = token_logprobs(
-            completion_logits(model, rollout, temperature, path="transformers"), rollout.completion_ids
-        )
-        loss = -(logp * rollout.completion_mask).sum() / rollout.completion_mask.sum()
-        loss.backward()
+        chunks = [rollout.select(rows) for rows in torch.arange(n).split(work.per_forward)]
+        tokens = rollout.completion_mask.sum()
+        for chunk in chunks:
+            logp = token_logprobs(
+                completion_logits(model, chunk, temperature, path="transformers"), chunk.completion_ids
+            )  # (R, T)
+            (-(logp * chunk.completion_mask).sum() / tokens).backward()
         model.zero_grad(set_to_none=True)
         t2 = time.perf_counter()
         reference_s = 0.0
         if beta > 0:
             with torch.no_grad(), policy.as_reference() as ref:
-                completion_logits(ref, rollout, temperature, path="transformers")
+                for chunk in chunks:
+                    completion_logits(ref, chunk, temperature, path="transformers")
             reference_s = time.perf_counter() - t2
         stamps.append(time.perf_counter())
         parts.append((t1 - t0, t2 - t1, reference_s))
@@ -271,14 +312,14 @@ def run_trl(work: Work, beta: float, steps: int, warmup: int, seed: int, out: Pa
     tok.padding_side = "left"
     args = GRPOConfig(
         output_dir=str(out),
-        per_device_train_batch_size=work.prompts * work.group_size,
+        per_device_train_batch_size=work.per_forward,
         num_generations=work.group_size,
         max_completion_length=work.completion_length,
         generation_kwargs={"min_new_tokens": work.completion_length} if work.force_length else None,
         beta=beta,
         loss_type="grpo",  # grpo_lab's seq-mean-token-mean
         num_iterations=1,
-        gradient_accumulation_steps=1,
+        gradient_accumulation_steps=work.rows // work.per_forward,  # one generation, one update a step
         gradient_checkpointing=False,
         activation_checkpointing=False,
         use_vllm=False,
@@ -287,7 +328,7 @@ def run_trl(work: Work, beta: float, steps: int, warmup: int, seed: int, out: Pa
         lr_scheduler_type="constant",
         temperature=config.temperature,
         shuffle_dataset=False,
-        use_cpu=True,
+        use_cpu=work.device == "cpu",
         bf16=False,
         logging_strategy="no",
         save_strategy="no",
@@ -362,6 +403,65 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
+def model_facts(path: str) -> tuple[int, int]:
+    """The parameter count and the output layer's rows of the model at `path`, read from its config
+    (the weights are not loaded)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters()), int(model.get_output_embeddings().weight.shape[0])
+
+
+def model_kind(model: str, vocab: int) -> str:
+    """The key of the targets (`SPEEDUP_VS_TRL`, `MEMORY_VS_TRL`) that apply to a model: its name for
+    the named ones, 'qwen-vocab' for a model with Qwen2.5's output rows, else 'other' (no target)."""
+    if model in ("embedded", "4m", "smollm2-135m"):
+        return model
+    return "qwen-vocab" if vocab == QWEN_VOCAB else "other"
+
+
+def peak_memory_mb(device: str) -> float:
+    """This process's peak memory in MiB: its high-water RSS on a CPU (Linux reports KiB, macOS bytes),
+    CUDA's allocator peak since the last reset on a GPU."""
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def measure(system: str, work: Work, beta: float, steps: int, warmup: int, seed: int, threads: int) -> dict:
+    """One system's steps, in the process that calls it (a fresh one: `in_own_process`): the system's
+    figures plus its peak memory and completion tokens per second."""
+    if work.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    logging.getLogger("datasets").setLevel(logging.ERROR)
+    with torch_threads(threads), tempfile.TemporaryDirectory() as tmp:
+        if system == "grpo_lab":
+            result = run_grpo_lab(work, beta, steps, warmup, seed)
+        elif system == "bare":
+            result = run_bare(work, beta, steps, warmup, seed)
+        else:
+            result = run_trl(work, beta, steps, warmup, seed, Path(tmp))
+    result["peak_mb"] = peak_memory_mb(work.device)
+    result["tokens_per_s"] = work.rows * result["mean_length"] / _median(result["step_s"])
+    return result
+
+
+def in_own_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a freshly spawned process that dies with this one (nothing inherited: its
+    memory peak is its own); its exception, if any, is raised here."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=1, mp_context=context, initializer=die_with, initargs=(os.getpid(),)
+    ) as pool:
+        return pool.submit(fn, *args).result()
+
+
 def bench(
     model: str = "embedded",
     steps: int = 5,
@@ -370,67 +470,81 @@ def bench(
     betas: tuple[float, ...] = (0.0, 0.04),
     force_length: bool | None = None,
     completion_length: int = 24,
+    prompts: int = 8,
+    group_size: int = 8,
+    rows_per_forward: int = 0,
+    device: str = "cpu",
     trl: bool = True,
+    bare: bool = True,
     pool_runs: int = 0,
     pool_steps: int = 100,
     pool_model: str = "embedded",
     threads: int = 0,
 ) -> dict:
-    """Measure and return every figure (see the module doc); `force_length` None: on for '4m' only.
-    `threads` (0: torch's current setting) applies while the bench runs."""
+    """Measure and return every figure (see the module doc); `force_length` None: on for every model
+    but the embedded one, whose natural lengths are the studies' work. `threads` (0: torch's default)
+    is each measuring process's torch threads."""
     if steps < 2 or rounds < 1 or warmup < 0:
         raise ValueError(f"need steps >= 2, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")
-    with torch_threads(threads):
-        logging.getLogger("datasets").setLevel(logging.ERROR)
-        force = model == "4m" if force_length is None else force_length
-        work = Work(model=model, completion_length=completion_length, force_length=force)
-        with_trl = trl and trl_available()
-        systems = ["grpo_lab", "bare"] + (["trl"] if with_trl else [])
-        raw: dict = {b: {s: [] for s in systems} for b in betas}
-        with tempfile.TemporaryDirectory() as tmp:
-            for r in range(rounds):
-                for beta in betas:
-                    for system in systems:
-                        if system == "grpo_lab":
-                            result = run_grpo_lab(work, beta, steps, warmup, seed=r)
-                        elif system == "bare":
-                            result = run_bare(work, beta, steps, warmup, seed=r)
-                        else:
-                            result = run_trl(work, beta, steps, warmup, r, Path(tmp) / f"trl-{r}-{beta}")
-                        raw[beta][system].append(result)
-        rows = []
+    force = model != "embedded" if force_length is None else force_length
+    work = Work(
+        model=model,
+        prompts=prompts,
+        group_size=group_size,
+        completion_length=completion_length,
+        force_length=force,
+        rows_per_forward=rows_per_forward,
+        device=device,
+    )
+    path = model_path(work)  # built here, once, before any measuring process needs it
+    params, vocab = model_facts(path)
+    with_trl = trl and trl_available()
+    systems = [s for s, on in zip(SYSTEMS, (True, with_trl, bare)) if on]
+    raw: dict = {b: {s: [] for s in systems} for b in betas}
+    for r in range(rounds):
         for beta in betas:
-            row: dict[str, Any] = {"beta": beta}
             for system in systems:
-                results = raw[beta][system]
-                row[f"{system}_s"] = _median([x for res in results for x in res["step_s"]])
-                row[f"{system}_mean_length"] = statistics.mean(res["mean_length"] for res in results)
-                if "phases" in results[0]:
-                    row[f"{system}_phases"] = {
-                        k: statistics.median(res["phases"][k] for res in results)
-                        for k in results[0]["phases"]
-                    }
+                result = in_own_process(measure, system, work, beta, steps, warmup, r, threads)
+                raw[beta][system].append(result)
+    rows = []
+    for beta in betas:
+        row: dict[str, Any] = {"beta": beta}
+        for system in systems:
+            results = raw[beta][system]
+            row[f"{system}_s"] = _median([x for res in results for x in res["step_s"]])
+            row[f"{system}_tokens_per_s"] = statistics.median(res["tokens_per_s"] for res in results)
+            row[f"{system}_peak_mb"] = max(res["peak_mb"] for res in results)
+            row[f"{system}_mean_length"] = statistics.mean(res["mean_length"] for res in results)
+            if "phases" in results[0]:
+                row[f"{system}_phases"] = {
+                    k: statistics.median(res["phases"][k] for res in results) for k in results[0]["phases"]
+                }
+        if bare:
             row["over_bare_bound"] = row["grpo_lab_s"] / row["bare_s"]
-            if with_trl:
-                row["speedup_vs_trl"] = row["trl_s"] / row["grpo_lab_s"]
-            rows.append(row)
-        params = raw[betas[0]]["bare"][0]["params"]
-        report = {
-            "work": {**dataclasses.asdict(work), "path": model_path(work), "params": params},
-            "steps": steps,
-            "rounds": rounds,
-            "warmup": warmup,
-            "threads": torch.get_num_threads(),
-            "trl": with_trl,
-            "rows": rows,
-            "raw_step_s": {str(b): {s: [res["step_s"] for res in raw[b][s]] for s in systems} for b in betas},
-            "environment": _environment(),
-        }
-        if pool_runs:
+        if with_trl:
+            row["speedup_vs_trl"] = row["trl_s"] / row["grpo_lab_s"]
+            row["memory_vs_trl"] = row["grpo_lab_peak_mb"] / row["trl_peak_mb"]
+        rows.append(row)
+    report = {
+        "work": {**dataclasses.asdict(work), "path": path, "params": params, "vocab": vocab},
+        "kind": model_kind(model, vocab),
+        "steps": steps,
+        "rounds": rounds,
+        "warmup": warmup,
+        "threads": threads or torch.get_num_threads(),
+        "systems": systems,
+        "trl": with_trl,
+        "rows": rows,
+        "raw_step_s": {str(b): {s: [res["step_s"] for res in raw[b][s]] for s in systems} for b in betas},
+        "raw_peak_mb": {str(b): {s: [res["peak_mb"] for res in raw[b][s]] for s in systems} for b in betas},
+        "environment": _environment(),
+    }
+    if pool_runs:
+        with torch_threads(threads):
             pool_work = dataclasses.replace(work, model=pool_model)
             report["pool"] = pool_throughput(pool_runs, pool_steps, model_path(pool_work), work.task)
-        report["targets"] = targets(report)
-        return report
+    report["targets"] = targets(report)
+    return report
 
 
 def study_step(rounds: int = 3, steps: int = 6, warmup: int = 1, threads: int = 1) -> dict:
@@ -490,16 +604,26 @@ def format_study_step(report: dict) -> str:
 
 
 def targets(report: dict) -> dict:
-    """Each threshold (SPEEDUP_VS_TRL, OVER_BARE_BOUND, POOL_SPEEDUP) that applies to what this report
-    measured: the threshold, the worst value measured, and whether it is met."""
+    """Each threshold (SPEEDUP_VS_TRL and MEMORY_VS_TRL for the report's model kind, OVER_BARE_BOUND,
+    POOL_SPEEDUP) that applies to what this report measured: the threshold, the worst value measured,
+    and whether it is met."""
     found = {}
     rows = report["rows"]
-    speedup = SPEEDUP_VS_TRL.get(report["work"]["model"])
+    speedup = SPEEDUP_VS_TRL.get(report["kind"])
     if speedup is not None and report["trl"]:
         worst = min(r["speedup_vs_trl"] for r in rows)
         found["speedup_vs_trl"] = {"at_least": speedup, "worst": worst, "met": worst >= speedup}
-    worst = max(r["over_bare_bound"] for r in rows)
-    found["over_bare_bound"] = {"at_most": OVER_BARE_BOUND, "worst": worst, "met": worst <= OVER_BARE_BOUND}
+    memory = MEMORY_VS_TRL.get(report["kind"])
+    if memory is not None and report["trl"]:
+        worst = max(r["memory_vs_trl"] for r in rows)
+        found["memory_vs_trl"] = {"at_most": memory, "worst": worst, "met": worst <= memory}
+    if "bare" in report["systems"]:
+        worst = max(r["over_bare_bound"] for r in rows)
+        found["over_bare_bound"] = {
+            "at_most": OVER_BARE_BOUND,
+            "worst": worst,
+            "met": worst <= OVER_BARE_BOUND,
+        }
     if "pool" in report:
         value = report["pool"]["speedup"]
         found["pool_speedup"] = {"at_least": POOL_SPEEDUP, "worst": value, "met": value >= POOL_SPEEDUP}
@@ -518,31 +642,40 @@ def _environment() -> dict:
 
 
 def format_report(report: dict) -> str:
-    """The figures as a plain-text table."""
+    """The figures as a plain-text table: a line per beta and system."""
     w = report["work"]
     length = f"{'exactly' if w['force_length'] else 'at most'} {w['completion_length']} tokens"
+    per_forward = w["rows_per_forward"] or w["prompts"] * w["group_size"]
     lines = [
-        f"model {w['model']} ({w['params'] / 1e6:.2f}M params), task {w['task']}, {w['prompts']} prompts x "
-        f"G {w['group_size']}, completions of {length}, {report['threads']} torch threads, "
-        f"median of {report['rounds']} x {report['steps']} steps",
+        f"model {w['model']} ({w['params'] / 1e6:.2f}M params, vocabulary {w['vocab']:,}), task {w['task']}, "
+        f"{w['prompts']} prompts x G {w['group_size']}, completions of {length}, {per_forward} rows per "
+        f"forward, {w['device']}, {report['threads']} torch threads, median of {report['rounds']} x "
+        f"{report['steps']} steps, each system in its own process",
         "",
-        f"{'beta':>5} {'grpo_lab s':>10} {'TRL s':>8} {'bare s':>8} {'TRL/ours':>8} {'ours/bare':>9}"
-        f"  {'mean length ours/TRL/bare':>26}",
+        f"{'beta':>5} {'system':>8} {'s/step':>8} {'tokens/s':>9} {'peak MB':>9} {'mean length':>11}",
     ]
     for r in report["rows"]:
-        trl_s = f"{r['trl_s']:8.3f}" if report["trl"] else f"{'-':>8}"
-        speed = f"{r['speedup_vs_trl']:8.2f}" if report["trl"] else f"{'-':>8}"
-        trl_len = f"{r['trl_mean_length']:.1f}" if report["trl"] else "-"
-        lengths = f"{r['grpo_lab_mean_length']:.1f}/{trl_len}/{r['bare_mean_length']:.1f}"
-        lines.append(
-            f"{r['beta']:5.2f} {r['grpo_lab_s']:10.3f} {trl_s} {r['bare_s']:8.3f} {speed} "
-            f"{r['over_bare_bound']:9.2f}  {lengths:>26}"
-        )
+        for system in report["systems"]:
+            lines.append(
+                f"{r['beta']:5.2f} {system:>8} {r[f'{system}_s']:8.3f} {r[f'{system}_tokens_per_s']:9.1f} "
+                f"{r[f'{system}_peak_mb']:9,.0f} {r[f'{system}_mean_length']:11.1f}"
+            )
+        ratios = []
+        if report["trl"]:
+            ratios += [
+                f"TRL/ours time {r['speedup_vs_trl']:.2f}",
+                f"ours/TRL memory {r['memory_vs_trl']:.2f}",
+            ]
+        if "bare" in report["systems"]:
+            ratios.append(f"ours/bare time {r['over_bare_bound']:.2f}")
+        if ratios:
+            lines.append(f"{'':>5} {', '.join(ratios)}")
     lines.append("")
     for r in report["rows"]:
-        ours = ", ".join(f"{k} {v:.3f}" for k, v in r["grpo_lab_phases"].items())
-        bare = ", ".join(f"{k} {v:.3f}" for k, v in r["bare_phases"].items())
-        lines.append(f"beta {r['beta']:.2f} phases (s): grpo_lab {ours}; bare {bare}")
+        for system in report["systems"]:
+            if f"{system}_phases" in r:
+                phases = ", ".join(f"{k} {v:.3f}" for k, v in r[f"{system}_phases"].items())
+                lines.append(f"beta {r['beta']:.2f} {system} phases (s): {phases}")
     if "pool" in report:
         p = report["pool"]
         lines += [

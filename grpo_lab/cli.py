@@ -153,7 +153,12 @@ def _bench(args: argparse.Namespace) -> int:
         betas=tuple(args.betas),
         force_length=args.force_length,
         completion_length=args.completion_length,
+        prompts=args.prompts,
+        group_size=args.group_size,
+        rows_per_forward=args.rows_per_forward,
+        device=args.device,
         trl=not args.no_trl,
+        bare=not args.no_bare,
         pool_runs=args.pool_runs,
         pool_steps=args.pool_steps,
         pool_model=args.pool_model,
@@ -253,28 +258,42 @@ def main(argv: list[str] | None = None) -> int:
     d.set_defaults(fn=_diagnose)
     b = sub.add_parser("bench", help="time a GRPO step against TRL and the bare bound (and the sweep pool)")
     b.add_argument(
-        "--model", default="embedded", help="'embedded', '4m' (a ~4.2M-param Llama) or a model path"
+        "--model",
+        default="embedded",
+        help="'embedded', '4m' (a ~4.2M-param Llama), 'smollm2-135m' or a model directory "
+        "(benchmarks/qwen_vocab_model.py builds the Qwen-vocabulary one)",
     )
     b.add_argument("--steps", type=int, default=5, help="measured steps per system, round and beta")
     b.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     b.add_argument("--warmup", type=int, default=1, help="steps left out at the start of each measurement")
     b.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04], help="KL coefficients")
     b.add_argument("--completion-length", type=int, default=24)
+    b.add_argument("--prompts", type=int, default=8, help="distinct prompts per step")
+    b.add_argument("--group-size", type=int, default=8, help="completions per prompt")
+    b.add_argument(
+        "--rows-per-forward",
+        type=int,
+        default=0,
+        help="completions per forward and backward on every side (0: the whole batch)",
+    )
+    b.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     length = b.add_mutually_exclusive_group()
     length.add_argument(
         "--force-length",
         dest="force_length",
         action="store_true",
         default=None,
-        help="suppress EOS: every completion has exactly --completion-length tokens (default for 4m)",
+        help="suppress EOS: every completion has exactly --completion-length tokens (default but for "
+        "the embedded model)",
     )
     length.add_argument(
         "--natural-length",
         dest="force_length",
         action="store_false",
-        help="completions end at EOS (default for embedded and paths)",
+        help="completions end at EOS (default for the embedded model)",
     )
     b.add_argument("--no-trl", action="store_true", help="leave TRL out even when it is installed")
+    b.add_argument("--no-bare", action="store_true", help="leave the bare bound out")
     b.add_argument(
         "--pool-runs",
         type=int,

@@ -1,11 +1,10 @@
 """`grpo-lab bench` runs end to end and writes its figures (a benchmark, so no timing is asserted)."""
 
 import json
-import math
-import runpy
-import sys
+import os
 
 import pytest
+from transformers import AutoConfig
 
 from grpo_lab.bench import bench, format_report, step_seconds
 from grpo_lab.cli import main
@@ -19,19 +18,64 @@ def test_cli_bench_writes_json(tiny_model_path, tmp_path, capsys):
     assert code == 0
     report = json.loads(out.read_text())
     assert report["work"]["path"] == tiny_model_path and report["work"]["params"] > 0
-    assert not report["trl"]
+    vocab = AutoConfig.from_pretrained(tiny_model_path).vocab_size
+    assert report["work"]["vocab"] == vocab and report["kind"] == "other"
+    assert report["work"]["force_length"]  # a model other than the embedded one: equal lengths everywhere
+    assert not report["trl"] and report["systems"] == ["grpo_lab", "bare"]
     assert [r["beta"] for r in report["rows"]] == [0.0, 0.04]
     for row in report["rows"]:
         assert row["grpo_lab_s"] > 0 and row["bare_s"] > 0
         assert row["over_bare_bound"] == pytest.approx(row["grpo_lab_s"] / row["bare_s"])
         assert "trl_s" not in row
         assert set(row["grpo_lab_phases"]) == {"sample_s", "logprob_s", "forward_backward_s", "optimizer_s"}
+        for system in ("grpo_lab", "bare"):
+            assert row[f"{system}_mean_length"] == 6
+            assert row[f"{system}_tokens_per_s"] == pytest.approx(
+                64 * 6 / row[f"{system}_s"], rel=0.5
+            )  # the median of the rounds' own tokens/s
+            assert 100 < row[f"{system}_peak_mb"] < 8000  # a child's own high-water RSS, in MiB
     assert row["bare_phases"]["reference_s"] > 0  # beta 0.04: the bare bound has its reference forward
     assert report["rows"][0]["bare_phases"]["reference_s"] == 0
     assert len(report["raw_step_s"]["0.0"]["grpo_lab"][0]) == 2
     assert set(report["targets"]) == {"over_bare_bound"}  # no TRL, no pool, a model without a target
     printed = capsys.readouterr().out
-    assert "ours/bare" in printed and "target over_bare_bound" in printed and str(out) in printed
+    assert "ours/bare time" in printed and "target over_bare_bound" in printed and str(out) in printed
+
+
+def test_each_measurement_runs_in_a_process_of_its_own(tiny_model_path):
+    """The peak memory is the measuring process's own: another process, not this one."""
+    from grpo_lab.bench import Work, in_own_process
+
+    assert in_own_process(os.getpid) != os.getpid()
+    with pytest.raises(ValueError, match="must divide the batch of 64"):
+        Work(model=tiny_model_path, rows_per_forward=5)
+
+
+def test_rows_per_forward_reaches_every_system(tiny_model_path):
+    pytest.importorskip("trl", reason="trl is not installed (pip install 'grpo_lab[bench]')")
+    report = bench(
+        model=tiny_model_path,
+        steps=2,
+        rounds=1,
+        warmup=0,
+        betas=(0.04,),
+        completion_length=4,
+        prompts=2,
+        group_size=4,
+        rows_per_forward=4,
+    )
+    assert report["work"]["rows_per_forward"] == 4
+    row = report["rows"][0]
+    assert row["memory_vs_trl"] == pytest.approx(row["grpo_lab_peak_mb"] / row["trl_peak_mb"])
+    assert "ours/TRL memory" in format_report(report)
+
+
+def test_model_kind_names_the_targets():
+    from grpo_lab.bench import QWEN_VOCAB, model_kind
+
+    assert model_kind("smollm2-135m", 49_152) == "smollm2-135m"
+    assert model_kind("/models/qwen", QWEN_VOCAB) == "qwen-vocab"
+    assert model_kind("/models/other", 32_000) == "other"
 
 
 def test_bench_refuses_too_few_steps(tiny_model_path):
@@ -82,29 +126,3 @@ def test_pool_figures(tiny_model_path):
 def test_step_seconds_leaves_out_the_warmup():
     assert step_seconds([0.0, 1.0, 3.0, 6.0], warmup=1) == [2.0, 3.0]
     assert step_seconds([0.0, 1.0], warmup=1) == []
-
-
-def test_gpu_check_smoke_on_cpu(tiny_model_path, tmp_path, monkeypatch, capsys):
-    out = tmp_path / "gpu.json"
-    argv = [
-        "gpu_check.py",
-        "--device",
-        "cpu",
-        "--skip-embedded",
-        "--model-path",
-        tiny_model_path,
-        "--steps",
-        "2",
-        "--completion-length",
-        "4",
-        "--activation-checkpointing",
-        "--json",
-        str(out),
-    ]
-    monkeypatch.setattr(sys, "argv", argv)
-    runpy.run_path("benchmarks/gpu_check.py", run_name="__main__")
-    (result,) = json.loads(out.read_text())["results"]
-    assert result["model"] == tiny_model_path
-    assert result["steps_per_s"] > 0 and result["forward_passes"] == 2  # policy + reference, no other
-    assert math.isnan(result["peak_gib"]) and result["peak_rss_mb"] > 0
-    assert "steps/s" in capsys.readouterr().out

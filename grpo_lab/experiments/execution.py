@@ -134,6 +134,11 @@ def _start_worker(cache: str, parent: int) -> None:
     os.environ["GRPO_LAB_CACHE"] = cache
     single_thread()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with(parent)
+
+
+def die_with(parent: int) -> None:
+    """Make this process exit as soon as process `parent` ends, however it ends (a watching thread)."""
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
