@@ -29,7 +29,7 @@ class Config:
 
     # --- model ---
     model: str = "embedded"
-    """'embedded' (the built-in warm-started Llama) or a Hugging Face model id / local path"""
+    """'embedded' (the built-in warm-started Llama), 'smollm2-135m' (models.pretrained), a hub id or a path"""
     lora: bool = False
     """wrap the policy with a peft LoRA adapter; the reference is then the base with the adapter off"""
     lora_r: int = 8

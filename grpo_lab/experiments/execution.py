@@ -45,6 +45,7 @@ from grpo_lab.experiments.store import (
     unusable,
 )
 from grpo_lab.models.embedded import cache_root, embedded_path
+from grpo_lab.models.pretrained import is_pretrained, pretrained_path
 
 BACKENDS = ("local", "ray")
 
@@ -65,11 +66,15 @@ def attempt_single_thread(config: Config, root: Path, callbacks_factory: Callbac
 
 def prebuild(configs: Iterable[Config]) -> None:
     """Build, in this process, every cached model that `configs` need and that is not built yet (the
-    embedded model of each task); a process that is building one already is waited for."""
+    embedded model of each task, each pretrained model converted); a process that is building one
+    already is waited for."""
+    configs = list(configs)
     for task, digits in dict.fromkeys(
         (c.task, c.task_digits or None) for c in configs if c.model == "embedded"
     ):
         embedded_path(task, digits)
+    for name in dict.fromkeys(c.model for c in configs if is_pretrained(c.model)):
+        pretrained_path(name)
 
 
 def execute(

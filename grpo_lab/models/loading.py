@@ -1,5 +1,6 @@
-"""Load the policy (the embedded model or any Hugging Face model id / local path), optionally
-wrapped with LoRA, and the reference it is regularized toward."""
+"""Load the policy (the embedded model, a named pretrained model of `pretrained.PRETRAINED`, or any
+Hugging Face model id / local path), optionally wrapped with LoRA, and the reference it is
+regularized toward."""
 
 import contextlib
 import copy
@@ -13,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from grpo_lab.models.embedded import embedded_path
+from grpo_lab.models.pretrained import PRETRAINED, is_pretrained, pretrained_path
 from grpo_lab.models.weights import weights_sha256
 from grpo_lab.tasks import Task
 
@@ -57,13 +59,20 @@ def resolve_model_path(
     model: str, task: str | None = None, digits: int | None = None, built: Task | None = None
 ) -> str:
     """'embedded' -> the warm-started model of `task` (`embedded.embedded_path`, with `digits` and, when
-    the caller has built the task, `built`); a local path must exist; anything else is a hub id."""
+    the caller has built the task, `built`); a name of `pretrained.PRETRAINED` -> its converted
+    directory (`pretrained.pretrained_path`, converted on first use); a local path must exist;
+    anything else is a hub id."""
     if model == "embedded":
         if task is None:
             raise ValueError("the embedded model is warm-started on a task: name it (task=...)")
         return str(embedded_path(task, digits, built))
+    if is_pretrained(model):
+        return str(pretrained_path(model))
     if model.startswith((".", "/", "~")) and not Path(model).expanduser().exists():
-        raise ValueError(f"model path {model!r} does not exist (give 'embedded', a local path or a hub id)")
+        raise ValueError(
+            f"model path {model!r} does not exist (give 'embedded', a pretrained model's name "
+            f"({', '.join(PRETRAINED)}), a local path or a hub id)"
+        )
     return str(Path(model).expanduser()) if model.startswith("~") else model
 
 
@@ -81,8 +90,9 @@ def load_policy(
 ) -> Policy:
     """Everything is loaded through `from_pretrained`, the embedded model included. `task`, `digits`
     and `built` say which embedded model (`resolve_model_path`); any other model needs none of them.
-    `activation_checkpointing` recomputes each decoder layer in the backward instead of keeping its
-    activations (less memory, one more forward's compute; the lean forward honours it too)."""
+    A name of `pretrained.PRETRAINED` loads its converted directory. `activation_checkpointing`
+    recomputes each decoder layer in the backward instead of keeping its activations (less memory,
+    one more forward's compute; the lean forward honours it too)."""
     hf_logging.disable_progress_bar()
     path = resolve_model_path(model, task, digits, built)
     try:

@@ -22,8 +22,9 @@ from tqdm.auto import tqdm
 from grpo_lab.config import Config, field_names
 from grpo_lab.models.embedded import recorded_sha256
 from grpo_lab.models.evaluation import evaluate, pass_at_k, pass_ks, sampled_correct, sampling_seed
-from grpo_lab.models.loading import load_policy
+from grpo_lab.models.loading import load_policy, resolve_model_path
 from grpo_lab.models.logprobs import completion_logprobs, vocab_size
+from grpo_lab.models.pretrained import PRETRAINED, is_pretrained
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
 from grpo_lab.objective.groups import Groups
@@ -204,7 +205,10 @@ class Trainer:
         self.findings = findings
         self.device = device = pick_device(c.device)
         digits = c.task_digits or None
-        self.task = task = make_task(c.task, digits, c.rewards, c.model)  # the one build of the task
+        # a file task's chat prompts are rendered by the model's own chat template, read from its
+        # directory (a pretrained model's name is not one); the embedded model needs the task first
+        template_model = c.model if c.model == "embedded" else resolve_model_path(c.model)
+        self.task = task = make_task(c.task, digits, c.rewards, template_model)  # the one build of the task
         self.objective = Objective(c)
         reward_names = c.rewards or task.default_rewards
         self._check_rewards(task, reward_names)
@@ -322,18 +326,27 @@ class Trainer:
 
     def _start(self, c: Config) -> dict[str, Any]:
         """The weights the run starts from, as config.json records them: the sha256 of the initial
-        policy and of the reference. On the embedded model they must be the task's recorded start
-        (`embedded.recorded_sha256` of the directory it was loaded from): a model that differs from
-        its own record is corrupt, and a run from it would be keyed as a run from the recorded weights."""
+        policy and of the reference, and for a pretrained model (`pretrained.PRETRAINED`) the package
+        file it was converted from. On the embedded model they must be the task's recorded start
+        (`embedded.recorded_sha256` of the directory it was loaded from), on a pretrained model its
+        registry's: a model that differs from its own record is corrupt, and a run from it would be
+        keyed as a run from the recorded weights."""
         p = self.policy
+        start: dict[str, Any] = {"init_sha256": p.start_sha256, "reference_sha256": p.reference_sha256}
         if c.model == "embedded":
-            expected = recorded_sha256(Path(p.path))
-            if p.start_sha256 != expected:
-                raise RuntimeError(
-                    f"the embedded model of task {c.task!r} has weights {p.start_sha256[:16]}, but its "
-                    f"record says {expected[:16]}: the model directory is corrupt; remove it to rebuild"
-                )
-        return {"init_sha256": p.start_sha256, "reference_sha256": p.reference_sha256}
+            expected, which = recorded_sha256(Path(p.path)), f"the embedded model of task {c.task!r}"
+        elif is_pretrained(c.model):
+            spec = PRETRAINED[c.model]
+            expected, which = spec.weights_sha256, f"the pretrained model {c.model!r}"
+            start["pretrained"] = {"name": c.model, "package": spec.requirement, "gguf_file": spec.gguf_file}
+        else:
+            return start
+        if p.start_sha256 != expected:
+            raise RuntimeError(
+                f"{which} has weights {p.start_sha256[:16]}, but its record says {expected[:16]}: "
+                f"the model directory {p.path} is corrupt; remove it to rebuild"
+            )
+        return start
 
     def _optimizer(self) -> torch.optim.Optimizer:
         """AdamW over the model's trainable weights (group 0) and the learnable temperature."""
