@@ -86,8 +86,9 @@ the order of what the chunked output layer itself holds at most (a few `logprobs
 30 MiB: the logits, their softmax and their gradient), so that neither half of the log-prob path grows
 with the batch, and small beside what a step holds whatever the batch (weights, gradients and AdamW's two
 moments: 16 bytes a parameter, 0.7 GB on the 43M-parameter Qwen-vocabulary benchmark model). It still
-leaves a micro-batch of that model about 1,000 tokens (17 rows of 58), enough for the matmuls: the split
-costs little time (`benchmarks/logprob_memory.py`)."""
+leaves a micro-batch of that model about 1,000 tokens (18 rows of ~55), enough for the matmuls: at 32 rows
+its update took 8.7 s in two micro-batches where one took 9.1 s, and doubling the rows from 16 to 32 raised
+the step's peak RSS by 2.4% (`benchmarks/logprob_memory.py`, one thread on a shared machine)."""
 
 LAYER_BYTES_PER_HIDDEN = 128
 """bytes of activations a decoder layer keeps for the backward per token and unit of the hidden size:
