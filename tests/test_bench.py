@@ -108,3 +108,12 @@ def test_gpu_check_smoke_on_cpu(tiny_model_path, tmp_path, monkeypatch, capsys):
     assert result["steps_per_s"] > 0 and result["forward_passes"] == 2  # policy + reference, no other
     assert math.isnan(result["peak_gib"]) and result["peak_rss_mb"] > 0
     assert "steps/s" in capsys.readouterr().out
+
+
+def test_qwen_vocab_model_is_built_once(tmp_path, monkeypatch, capsys):
+    """`benchmarks/qwen_vocab_model.py DIR` leaves a directory that already holds a model as it is."""
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(sys, "argv", ["qwen_vocab_model.py", str(tmp_path)])
+    runpy.run_path("benchmarks/qwen_vocab_model.py", run_name="__main__")
+    assert "nothing to do" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == [tmp_path / "config.json"]
