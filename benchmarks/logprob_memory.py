@@ -1,14 +1,13 @@
 """Peak memory of each phase of a training step on a Qwen2-shaped model with Qwen2.5's vocabulary.
 
-The model is built from its config with random weights (vocabulary 151,936, hidden 256, 4 layers,
-tied embeddings, about 43M parameters) beside a small byte-level BPE tokenizer trained here on
-generated text (the rows beyond the tokenizer are tokens it never produces), and saved once under
-`--model-dir`. Each configuration runs the real trainer (`grpo` preset, beta 0.04, completions forced
-to full length, one thread) for two steps in a process of its own and reports the second (the first
-allocates the optimizer's state, a one-off); around each phase (sampling and
-scoring, the no-grad log-probs of the old policy and the reference, the updates: forward, backward and
-optimizer step) the process's peak RSS is reset (`/proc/self/clear_refs`) and read back (`VmHWM`), so
-each phase reports its own high-water mark and how far it rose above the RSS it started from.
+The model is `qwen_vocab_model.py`'s (random weights, vocabulary 151,936, hidden 256, 4 layers, tied
+embeddings, about 43M parameters, a small BPE tokenizer), built once under `--model-dir` when absent.
+Each configuration runs the real trainer (`grpo` preset, beta 0.04, completions forced to full length,
+one thread) for two steps in a process of its own and reports the second (the first allocates the
+optimizer's state, a one-off); around each phase (sampling and scoring, the no-grad log-probs of the old
+policy and the reference, the updates: forward, backward and optimizer step) the process's peak RSS is
+reset (`/proc/self/clear_refs`) and read back (`VmHWM`), so each phase reports its own high-water mark
+and how far it rose above the RSS it started from.
 
 Modes: `before` is the log-prob path this lab had before the chunked one (the plain path, and the
 reference's full log-softmax kept for the exact KL, which the trainer used to take whenever the
@@ -20,58 +19,19 @@ vocabularies take now. Usage:
                                         [--model-dir DIR]"""
 
 import argparse
+import ctypes
 import json
-import random
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-QWEN_VOCAB = 151_936
-"""Qwen2.5's vocabulary: the output layer's rows"""
+from qwen_vocab_model import build_model
+
 MODES = ("before", "plain", "chunked")
 PHASES = ("sample", "logprob", "update")
 DEFAULT_DIR = Path.home() / ".cache" / "grpo_lab" / "qwen-vocab-random"
-
-
-def corpus(lines: int, seed: int = 0) -> list[str]:
-    """Generated text for the tokenizer: sums as the arith task writes them, and made-up words."""
-    rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    out = []
-    for _ in range(lines):
-        a, b = rng.randrange(100), rng.randrange(100)
-        words = " ".join("".join(rng.choices(letters, k=rng.randrange(2, 8))) for _ in range(5))
-        out.append(f"{a}+{b}={a + b} {words}")
-    return out
-
-
-def build_model(path: Path) -> None:
-    """The Qwen2-shaped model with random weights and its BPE tokenizer, saved at `path`."""
-    import torch
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(corpus(20_000), vocab_size=1000, special_tokens=["<pad>", "<eos>"])
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="<eos>")
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=QWEN_VOCAB,
-        hidden_size=256,
-        intermediate_size=1024,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
-    )
-    Qwen2ForCausalLM(config).save_pretrained(path)
-    tok.save_pretrained(path)
 
 
 def rss_mb(field: str) -> float:
@@ -82,10 +42,22 @@ def rss_mb(field: str) -> float:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def trim_heap() -> None:
+    """Give the pages glibc's malloc holds free back to the system (`malloc_trim(0)`; nothing elsewhere).
+    Freed tensors under its mmap threshold (up to 32 MiB) stay in the heap, and how much of the phase
+    before is still held when a phase starts varies from run to run of the same step (seen: the update
+    of 16 rows peaked anywhere from 1.75 to 2.51 GB): trimmed first, a phase's peak is what it needs
+    above the memory alive when it starts, not what the allocator happened to keep."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def measured(name: str, fn: Callable, record: dict[str, dict[str, float]]) -> Callable:
-    """`fn` with its peak RSS recorded under `name`: the RSS it started from and its high-water mark."""
+    """`fn` with its peak RSS recorded under `name`: the RSS it started from (the heap trimmed,
+    `trim_heap`) and its high-water mark."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        trim_heap()
         start = rss_mb("VmRSS")
         Path("/proc/self/clear_refs").write_text("5")  # the high-water mark restarts from the RSS now
         out = fn(*args, **kwargs)
@@ -96,8 +68,8 @@ def measured(name: str, fn: Callable, record: dict[str, dict[str, float]]) -> Ca
 
 
 def child(mode: str, prompts: int, group_size: int, length: int, micro: int, model_dir: Path) -> dict:
-    """One training step in `mode` with `micro` rows a micro-batch (0: all), each phase measured; the
-    record of this process."""
+    """One training step in `mode` with `micro` rows a micro-batch (0: the trainer's choice), each phase
+    measured; the record of this process."""
     from grpo_lab import preset
     from grpo_lab.models import logprobs
     from grpo_lab.training import trainer
@@ -136,6 +108,7 @@ def child(mode: str, prompts: int, group_size: int, length: int, micro: int, mod
         "phases": record,
         "times": times,
         "rows": prompts * group_size,
+        "micro": row.get("cost/micro_batch_size", micro or prompts * group_size),
         "peak_mb": row["cost/peak_rss_mb"],
     }
 
@@ -164,7 +137,12 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--micro-batch-size", type=int, default=0, help="rows a micro-batch (0: all)")
+    parser.add_argument(
+        "--micro-batch-size",
+        type=int,
+        default=0,
+        help="rows a micro-batch (0: the trainer's: all, or the memory budget's when chunked)",
+    )
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--model-dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
@@ -178,7 +156,7 @@ def main() -> None:
     if not (args.model_dir / "config.json").exists():
         build_model(args.model_dir)
     phases = " ".join(f"{p + ' peak/+rise MB':>22s} {'s':>5s}" for p in PHASES)
-    print(f"{'mode':8s} {'rows':>4s} {phases} {'step peak MB':>12s}")
+    print(f"{'mode':8s} {'rows':>4s} {'micro':>5s} {phases} {'step peak MB':>12s}")
     for mode in args.modes:
         for prompts in args.prompts:
             r = run(mode, prompts, args.group_size, args.length, args.micro_batch_size, args.model_dir)
@@ -189,7 +167,7 @@ def main() -> None:
                     f"{m['peak_mb']:10.0f} /{m['peak_mb'] - m['start_mb']:+10.0f} {r['times'][p]:5.1f}"
                 )
             peak = max(m["peak_mb"] for m in r["phases"].values())  # the clear_refs resets move ru_maxrss too
-            print(f"{mode:8s} {r['rows']:4d} {' '.join(cells)} {peak:12.0f}", flush=True)
+            print(f"{mode:8s} {r['rows']:4d} {r['micro']:5d} {' '.join(cells)} {peak:12.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ class Config:
     num_mini_batches: int = 1
     """mini-batches of whole groups per pass, one optimizer step each (verl: batch / ppo_mini_batch_size)"""
     micro_batch_size: int = 0
-    """completions per forward/backward; 0 = the whole batch. Loss and gradient do not depend on it"""
+    """completions per forward/backward, loss and gradient unchanged; 0: all (vocab > 4096: memory budget)"""
 
     # --- objective: one field per axis, knobs as plain fields ---
     advantage: str = "grpo"

@@ -336,3 +336,34 @@ def test_large_vocabulary_trains_on_the_chunked_path_as_on_the_plain_one(tiny, l
     close_columns(chunked[0], chunked[1], columns)
     close_columns(chunked[0], plain, columns)
     assert "kl/exact" not in plain  # not for a 5,000-row output layer
+
+
+def test_budget_micro_batch_size_keeps_a_micro_batch_under_the_budget():
+    """As many rows as the budget holds at the step's padded length, at least one, at most the batch."""
+    per_row = 50 * 16 * (2 * trainer.LAYER_BYTES_PER_HIDDEN + trainer.HEAD_BYTES_PER_HIDDEN)
+    size = functools.partial(trainer.budget_micro_batch_size, hidden=16, layers=2)
+    assert size(64, length=50, budget=10 * per_row) == 10
+    assert size(64, length=50, budget=11 * per_row - 1) == 10
+    assert size(64, length=100, budget=10 * per_row) == 5  # twice the length, half the rows
+    assert size(8, length=50, budget=10 * per_row) == 8  # the whole batch fits
+    assert size(64, length=50, budget=per_row - 1) == 1  # a row over the budget still trains
+
+
+def test_budgeted_micro_batches_do_not_change_loss_or_gradients(tiny, large_vocab_path, monkeypatch):
+    """On a large vocabulary micro_batch_size 0 lets the memory budget split the batch (here a budget
+    under one row's activations: one row a micro-batch, in the fixed log-probs and the update): the
+    loss, the KL, the entropy and every gradient are those of the whole batch in one micro-batch. The
+    budget's choice is logged; an explicit size, or a small vocabulary, logs none."""
+    config = functools.partial(tiny, model=large_vocab_path, kl_coef=0.04, entropy_coef=0.01, val_size=1)
+    whole = trainer.Trainer(config(micro_batch_size=16))  # 4 prompts x 4: one micro-batch
+    whole_row = whole.step()
+    monkeypatch.setattr(trainer, "ACTIVATION_BUDGET", 1)
+    split = trainer.Trainer(config())
+    split_row = split.step()
+    assert split_row["cost/micro_batch_size"] == 1 and "cost/micro_batch_size" not in whole_row
+    for metric in ("loss", "grad_norm", "kl", "entropy"):
+        assert math.isclose(split_row[metric], whole_row[metric], rel_tol=1e-5, abs_tol=1e-7), metric
+    for a, b in zip(split.params, whole.params, strict=True):
+        assert a.grad is not None and b.grad is not None
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-7)
+    assert not trainer.Trainer(tiny()).budgeted  # the character vocabulary: the whole batch, as before

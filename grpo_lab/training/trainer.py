@@ -18,12 +18,14 @@ import pandas as pd
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel
 
 from grpo_lab.config import Config, field_names
 from grpo_lab.models.embedded import recorded_sha256
 from grpo_lab.models.evaluation import evaluate, pass_at_k, pass_ks, sampled_correct, sampling_seed
+from grpo_lab.models.lean_decode import causal_lm
 from grpo_lab.models.loading import load_policy, resolve_model_path
-from grpo_lab.models.logprobs import completion_logprobs, vocab_size
+from grpo_lab.models.logprobs import completion_logprobs, is_chunked, vocab_size
 from grpo_lab.models.pretrained import PRETRAINED, is_pretrained
 from grpo_lab.models.sampler import Rollout
 from grpo_lab.objective import BatchTotals, exact_kl, masked_mean
@@ -78,6 +80,28 @@ LIVE_FIELDS = (
 )
 """config fields `Trainer.reconfigure` changes between steps; every other field needs a new run"""
 
+ACTIVATION_BUDGET = 128 * 2**20
+"""bytes of activations one micro-batch may keep for its backward when the config leaves the split to
+the trainer (micro_batch_size 0) on the chunked log-prob path (`budget_micro_batch_size`). 128 MiB is of
+the order of what the chunked output layer itself holds at most (a few `logprobs.CHUNK_BYTES` chunks of
+30 MiB: the logits, their softmax and their gradient), so that neither half of the log-prob path grows
+with the batch, and small beside what a step holds whatever the batch (weights, gradients and AdamW's two
+moments: 16 bytes a parameter, 0.7 GB on the 43M-parameter Qwen-vocabulary benchmark model). It still
+leaves a micro-batch of that model about 1,000 tokens (18 rows of ~55), enough for the matmuls: at 32 rows
+its update took 8.7 s in two micro-batches where one took 9.1 s, and doubling the rows from 16 to 32 raised
+the step's peak RSS by 2.4% (`benchmarks/logprob_memory.py`, one thread on a shared machine)."""
+
+LAYER_BYTES_PER_HIDDEN = 128
+"""bytes of activations a decoder layer keeps for the backward per token and unit of the hidden size:
+32 float32 values (norms, attention projections and output, the gated MLP's four intermediate-size
+tensors at intermediate = 4 x hidden). Measured with saved-tensor hooks on Qwen2 shapes (hidden 128 and
+256, intermediate 4 x hidden): 102 to 117 bytes on the lean and the transformers path; rounded up for
+wider MLPs."""
+
+HEAD_BYTES_PER_HIDDEN = 4
+"""bytes the chunked output layer keeps for the backward per token and unit of the hidden size: the final
+hidden state in float32 (its logits are recomputed a chunk at a time, whatever the rows)"""
+
 EVENTS = "events.jsonl"
 """the run directory's record of live reconfigurations: one JSON object per change, with its step"""
 
@@ -86,6 +110,16 @@ def micro_batches(n: int, size: int) -> list[Tensor]:
     """Row indices of consecutive chunks of `size` rows (one chunk when size is 0)."""
     size = size or n
     return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def budget_micro_batch_size(rows: int, length: int, hidden: int, layers: int, budget: int) -> int:
+    """Rows a micro-batch so that its activations stay under `budget` bytes: a row of `length` tokens
+    (the step's padded prompt + completion length) keeps `LAYER_BYTES_PER_HIDDEN` x `hidden` bytes per
+    token in each of `layers` decoder layers and `HEAD_BYTES_PER_HIDDEN` x `hidden` in the chunked output
+    layer. At least one row, at most all `rows`. What the output layer holds whatever the rows (one chunk
+    of logits, its weight's gradient) does not depend on the split and is not counted."""
+    per_row = length * hidden * (layers * LAYER_BYTES_PER_HIDDEN + HEAD_BYTES_PER_HIDDEN)
+    return max(1, min(rows, budget // per_row))
 
 
 def mini_batches(groups: Groups, n: int, count: int) -> list[tuple[Tensor, Groups]]:
@@ -263,6 +297,8 @@ class Trainer:
         self.reward_names, self.val_set = tuple(reward_names), task.validation(c.val_size)
         self.sampled_val_set = task.validation(c.val_sampled_size)
         self.exact = vocab <= EXACT_KL_MAX_VOCAB
+        # a memory budget picks each step's micro-batch size (`_micro_batch_size`)
+        self.budgeted = c.micro_batch_size == 0 and is_chunked(self.model, keep_logits=self.exact)
         rows = read_metrics(self.out).to_dict("records") if self.step_index and self.out is not None else []
         self.rows = [{k: v for k, v in r.items() if v == v} for r in rows]  # drop NaN fill of absent metrics
         self.finished = False
@@ -438,7 +474,8 @@ class Trainer:
 
         # 2. log-probs that stay fixed during the updates; the update divides by the learned factor
         #    itself, so the reference and the updates see each row's temperature without it
-        chunks = micro_batches(len(lengths), c.micro_batch_size)
+        micro = self._micro_batch_size(rollout)
+        chunks = micro_batches(len(lengths), micro)
         base_temps = scored.temperatures / tau_now  # (N,)
         fixed = self._fixed_logprobs(rollout, chunks, scored.temperatures, base_temps)
         t_logprob = time.perf_counter()
@@ -454,7 +491,7 @@ class Trainer:
             row.update(self._gradient_cosines(batch, rewards, signal.fixed, chunks, entropy_coef))
 
         # 4. updates: num_iterations passes, num_mini_batches optimizer steps each, micro-batched
-        update = self._update(rollout, base_temps, signal.fixed, groups, entropy_coef, fixed.ref_logsm)
+        update = self._update(rollout, base_temps, signal.fixed, groups, entropy_coef, fixed.ref_logsm, micro)
         t_train = time.perf_counter()
 
         # 5. controllers see this step's measurements and set the next step's coefficients
@@ -469,9 +506,24 @@ class Trainer:
         correct = [self.task.is_correct(t, a) for t, a in zip(scored.completions, scored.answers)]
         row.update(sampling_metrics(batch, rewards, c, step, correct), **length_stats, **signal.stats)
         row.update(update.stats(mask), **self._cost(fixed, t_step, t_sample, t_logprob, t_train))
+        if self.budgeted:
+            row["cost/micro_batch_size"] = micro
         self._log(step, row, batch, rewards)
         self.step_index = step + 1
         return row
+
+    def _micro_batch_size(self, rollout: Rollout) -> int:
+        """Rows per micro-batch this step: the config's, or with micro_batch_size 0 the whole batch, except
+        on the chunked log-prob path (`budgeted`), where the memory budget decides from the step's padded
+        length (`budget_micro_batch_size`, `ACTIVATION_BUDGET`)."""
+        rows = len(rollout.completion_ids)
+        if not self.budgeted:
+            return self.config.micro_batch_size or rows
+        length = rollout.prompt_ids.shape[1] + rollout.completion_ids.shape[1]
+        body = cast(PreTrainedModel, causal_lm(self.model)).config
+        return budget_micro_batch_size(
+            rows, length, body.hidden_size, body.num_hidden_layers, ACTIVATION_BUDGET
+        )
 
     def _fixed_logprobs(
         self, rollout: Rollout, chunks: list[Tensor], temperatures: Tensor, base_temps: Tensor
@@ -625,11 +677,12 @@ class Trainer:
         groups: Groups,
         entropy_coef: float,
         ref_logsm: Tensor | None,
+        micro: int,
     ) -> Update:
         """num_iterations passes over the batch, each split into num_mini_batches mini-batches of
         whole groups; each mini-batch is one clipped optimizer step, its gradient accumulated over
-        micro-batches and normalized by that mini-batch's totals. A non-finite loss or gradient
-        stops the run or, with skip_nonfinite, skips the rest of the step's updates (counted)."""
+        micro-batches of `micro` rows and normalized by that mini-batch's totals. A non-finite loss or
+        gradient stops the run or, with skip_nonfinite, skips the rest of the step's updates (counted)."""
         c = self.config
         mask = rollout.completion_mask  # (N, T)
         update = Update.buffers(mask, exact=ref_logsm is not None)  # filled by the passes, the last one's
@@ -640,7 +693,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             totals = self.objective.totals(fixed.mask[rows], mini_groups)  # this mini-batch's normalizers
             loss_sum = 0.0
-            for chunk in micro_batches(len(rows), c.micro_batch_size):
+            for chunk in micro_batches(len(rows), micro):
                 loss_sum += self._backward(inputs, rows[chunk], totals, update)
             t1 = time.perf_counter()
             max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
