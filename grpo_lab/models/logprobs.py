@@ -180,10 +180,10 @@ def _chunked(
         or any(p.requires_grad for p in head.parameters())
         or (scale is not None and scale.requires_grad)
     )
-    if needs_grad and _fusable(head):
+    if _fusable(head):  # with or without a gradient: its workspace serves the no-grad forwards too
         weight, bias = cast(nn.Linear, head).weight, cast(nn.Linear, head).bias
         logp, ent = _FusedHeadLogprobs.apply(
-            hidden, weight, bias, tokens.reshape(-1), temperature, scale, size
+            hidden, weight, bias, tokens.reshape(-1), temperature, scale, size, entropy != "none"
         )
         return TokenStats(logp.view(n, t), _entropy_as(ent.view(n, t), entropy), None)  # (N, T)
     logps: list[Tensor] = []
@@ -220,9 +220,15 @@ class _FusedHeadLogprobs(torch.autograd.Function):
     Liger-Kernel's design). It pays over the checkpointed chunks, whose every chunk allocates and adds
     a (V, H) weight gradient of its own (155 MB at V = 151,936, H = 256) and runs autograd's temporaries.
 
+    Every chunk's (C, V) tensors live in a `_Workspace` allocated once per call and reused: a fresh
+    allocation per chunk goes through the allocator hundreds of times a step, and on CPU glibc's heap
+    then keeps what they leave fragmented (measured on the Qwen-vocabulary model at 64 rows: a 5.1 GB
+    step peak where the same step with reused buffers peaks near 2 GB, `benchmarks/logprob_memory.py`).
+
     With z = a / s (a the chunk's logits, s = temperature x scale), p = softmax(z):
     d logp / dz = onehot(token) - p, d entropy / dz = -p (z - E_p[z]), d/da = d/dz / s and
-    d/ds = -sum(d/dz * z) / s. An entropy that reaches no loss gets no gradient term."""
+    d/ds = -sum(d/dz * z) / s. An entropy that reaches no loss gets no gradient term; `want_entropy`
+    False skips the entropy (returned as zeros) where no caller reads it."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
@@ -235,19 +241,23 @@ class _FusedHeadLogprobs(torch.autograd.Function):
         temperature: float | Tensor,
         scale: Tensor | None,
         size: int,
+        want_entropy: bool = True,
     ) -> tuple[Tensor, Tensor]:
         s = _token_scale(temperature, scale, len(hidden), hidden.device)  # (M, 1)
-        logps, entropies, lses = [], [], []
-        for h, tok, sc in zip(hidden.split(size), tokens.split(size), s.split(size)):
-            z = _upcast(F.linear(h, weight, bias)) / sc  # (C, V)
-            lse = torch.logsumexp(z, dim=-1)  # (C,)
-            logps.append(z.gather(-1, tok[:, None]).squeeze(-1) - lse)
-            entropies.append(lse - (torch.softmax(z, dim=-1) * z).sum(-1))
-            lses.append(lse)
-        ctx.save_for_backward(hidden, weight, bias, tokens, s, torch.cat(lses), scale)
+        lse = hidden.new_empty(len(hidden), dtype=torch.float32 if hidden.dtype != torch.float64 else None)
+        logp, entropy = torch.empty_like(lse), torch.zeros_like(lse)  # (M,)
+        space = _Workspace(min(size, len(hidden)), weight, buffers=2)
+        for i in range(0, len(hidden), size):
+            rows = slice(i, i + size)
+            z = space.logits(0, hidden[rows], weight, bias).div_(s[rows])  # (C, V)
+            lse[rows] = _logsumexp_into(z, space.take(1, len(z)))  # (C,)
+            logp[rows] = z.gather(-1, tokens[rows, None]).squeeze(-1) - lse[rows]
+            if want_entropy:  # p = exp(z - lse) in the second buffer, left there by _logsumexp_into
+                entropy[rows] = lse[rows] - _rowdot(space.take(1, len(z)), z)
+        ctx.save_for_backward(hidden, weight, bias, tokens, s, lse, scale)
         ctx.size, ctx.temperature = size, temperature
         ctx.set_materialize_grads(False)
-        return torch.cat(logps), torch.cat(entropies)  # (M,), (M,)
+        return logp, entropy  # (M,), (M,)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")  # the forward's autocast: the recomputed logits are the same
@@ -258,20 +268,25 @@ class _FusedHeadLogprobs(torch.autograd.Function):
         g_weight = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
         g_bias = torch.zeros_like(bias) if bias is not None and ctx.needs_input_grad[2] else None
         g_s = torch.zeros_like(s)  # (M, 1) d/ds, for the scale's gradient
+        space = _Workspace(min(size, len(hidden)), weight, buffers=3)
         for i in range(0, len(hidden), size):
             rows = slice(i, i + size)
             h, sc = hidden[rows], s[rows]  # (C, H), (C, 1)
-            z = _upcast(F.linear(h, weight, bias)) / sc  # (C, V)
-            p = torch.exp(z - lse[rows, None])  # (C, V)
-            g_z = torch.zeros_like(z)  # (C, V)
+            z = space.logits(0, h, weight, bias).div_(sc)  # (C, V)
+            p = torch.sub(z, lse[rows, None], out=space.take(1, len(z))).exp_()  # (C, V)
+            g_z = space.take(2, len(z)).zero_()  # (C, V)
             if g_logp is not None:
-                g_z.sub_(p * g_logp[rows, None]).scatter_add_(-1, tokens[rows, None], g_logp[rows, None])
+                g_z.addcmul_(p, g_logp[rows, None], value=-1).scatter_add_(
+                    -1, tokens[rows, None], g_logp[rows, None]
+                )
             if g_ent is not None:
-                mean_z = (p * z).sum(-1, keepdim=True)  # (C, 1)
-                g_z.sub_(p * (z - mean_z) * g_ent[rows, None])
+                mean_z = _rowdot(p, z)[:, None]  # (C, 1)
+                g_z.sub_(p.mul_(z - mean_z).mul_(g_ent[rows, None]))  # p is spent here
             if ctx.needs_input_grad[5]:  # the learnable temperature
-                g_s[rows] = -(g_z * z).sum(-1, keepdim=True) / sc
-            g_a = (g_z / sc).to(weight.dtype)  # (C, V)
+                g_s[rows] = -_rowdot(g_z, z)[:, None] / sc
+            g_a = g_z.div_(sc)  # (C, V) d/da
+            if g_a.dtype != weight.dtype:
+                g_a = g_a.to(weight.dtype)
             if g_hidden is not None:
                 g_hidden[rows] = g_a @ weight
             if g_weight is not None:
@@ -286,7 +301,41 @@ class _FusedHeadLogprobs(torch.autograd.Function):
                 if isinstance(temperature, Tensor)
                 else (g_s.sum() * temperature)
             )
-        return g_hidden, g_weight, g_bias, None, None, g_scale, None
+        return g_hidden, g_weight, g_bias, None, None, g_scale, None, None
+
+
+class _Workspace:
+    """`buffers` float32 (C, V) buffers for one call of `_FusedHeadLogprobs`, reused by every chunk."""
+
+    def __init__(self, rows: int, weight: Tensor, buffers: int) -> None:
+        dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        self.buffers = [weight.new_empty(rows, weight.shape[0], dtype=dtype) for _ in range(buffers)]
+
+    def take(self, index: int, rows: int) -> Tensor:
+        """The first `rows` rows of buffer `index` (C, V)."""
+        return self.buffers[index][:rows]
+
+    def logits(self, index: int, hidden: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """The chunk's logits (C, V) in float32 at least, written into buffer `index`: in place with the
+        matmul where the types allow; under autocast the low-precision product is copied in (upcast)."""
+        out = self.take(index, len(hidden))
+        if torch.is_autocast_enabled(hidden.device.type) or hidden.dtype != out.dtype:
+            return out.copy_(F.linear(hidden, weight, bias))
+        torch.mm(hidden, weight.T, out=out)
+        return out.add_(bias) if bias is not None else out
+
+
+def _logsumexp_into(z: Tensor, scratch: Tensor) -> Tensor:
+    """logsumexp of each row of z (C, V) -> (C,), leaving softmax(z) in `scratch` (C, V)."""
+    top = z.amax(-1, keepdim=True)  # (C, 1)
+    total = torch.sub(z, top, out=scratch).exp_().sum(-1, keepdim=True)  # (C, 1)
+    scratch.div_(total)
+    return (total.log_() + top).squeeze(-1)
+
+
+def _rowdot(a: Tensor, b: Tensor) -> Tensor:
+    """sum(a * b) over each row of a, b (C, V) -> (C,), without a (C, V) product."""
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).reshape(-1)
 
 
 def _upcast(logits: Tensor) -> Tensor:

@@ -123,6 +123,27 @@ def make_decoder(
     return TransformersDecoder(model)
 
 
+MULTINOMIAL_MAX_VOCAB = 4096
+"""vocabularies up to this size draw tokens with `torch.multinomial`, as every stored run did (the run
+store is keyed to those exact samples); above it `draw` inverts the distribution's cumulative sum, which
+samples the same distribution at a quarter of multinomial's cost on a CPU (179 against 46 ms a token at
+64 rows of Qwen2.5's 151,936, one thread), a third of the sampling phase on the Qwen-vocabulary model"""
+
+
+def draw(logp: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """One token per row from log-probs (N, V): `torch.multinomial` up to `MULTINOMIAL_MAX_VOCAB`, else
+    the inverse of the cumulative distribution at one uniform draw per row, summed in float64 so that a
+    token's share of the unit interval is its probability to about 1e-16 (float32 would give a 1e-6
+    token a share a few per cent off); a token of probability 0 is never drawn."""
+    if logp.shape[-1] <= MULTINOMIAL_MAX_VOCAB:
+        return torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    cdf = logp.double().exp_().cumsum_(-1)  # (N, V)
+    total = cdf[:, -1:]  # (N, 1)
+    u = torch.rand(total.shape, generator=generator, dtype=torch.float64, device=logp.device) * total
+    u = torch.minimum(u, total.nextafter(torch.zeros_like(total)))  # (N, 1) strictly below the total
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1)  # (N,) first index whose sum exceeds u
+
+
 @torch.no_grad()
 def sample(
     model: torch.nn.Module,
@@ -160,7 +181,7 @@ def sample(
         if greedy:
             tok = logp_all.argmax(-1)  # (N,)
         else:
-            tok = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)  # (N,)
+            tok = draw(logp_all, generator)  # (N,)
         alive.append(~finished)  # the EOS token itself is still part of the completion
         tok = torch.where(finished, torch.full_like(tok, pad_id), tok)
         tokens.append(tok)

@@ -3,7 +3,7 @@ import torch
 
 from grpo_lab.models.loading import load_policy
 from grpo_lab.models.logprobs import completion_logits, token_logprobs
-from grpo_lab.models.sampler import encode_prompts, positions, sample
+from grpo_lab.models.sampler import MULTINOMIAL_MAX_VOCAB, draw, encode_prompts, positions, sample
 
 CPU = torch.device("cpu")
 PROMPTS = ["1+2=", "37+48=", "5+55="]
@@ -232,3 +232,25 @@ def test_missing_reference_raises(policy):
     with pytest.raises(RuntimeError, match="reference model was not built"):
         with policy.as_reference():
             pass
+
+
+def test_a_small_vocabulary_draws_with_multinomial_bit_for_bit():
+    logp = torch.log_softmax(torch.randn(6, MULTINOMIAL_MAX_VOCAB), -1)
+    expected = torch.multinomial(logp.exp(), 1, generator=torch.Generator().manual_seed(3)).squeeze(-1)
+    assert torch.equal(draw(logp, torch.Generator().manual_seed(3)), expected)
+
+
+def test_a_large_vocabulary_draws_from_the_same_distribution():
+    """The inverse-CDF draw: each token's frequency within 4 standard errors of its probability, and a
+    token of probability 0 (a suppressed EOS, the vocabulary's last row) never drawn."""
+    v = MULTINOMIAL_MAX_VOCAB + 1
+    logits = torch.full((v,), -30.0)
+    logits[:5] = torch.tensor([0.0, 1.0, -1.0, 2.0, 0.5])
+    logits[-1] = -torch.inf
+    probs = torch.softmax(logits, -1)
+    n = 40_000
+    tokens = draw(torch.log_softmax(logits, -1).expand(n, v), torch.Generator().manual_seed(0))  # (n,)
+    counts = torch.bincount(tokens, minlength=v).double()
+    assert counts[-1] == 0 and counts[5:].sum() <= 2  # the rest: 4,091 tokens of probability ~1e-13
+    se = (probs[:5] * (1 - probs[:5]) / n).sqrt()
+    assert ((counts[:5] / n - probs[:5]).abs() < 4 * se).all()
