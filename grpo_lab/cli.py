@@ -19,7 +19,8 @@ def _train(args: argparse.Namespace) -> int:
     from grpo_lab.training.trainer import train
 
     overrides = dict(parse_override(s) for s in args.set)
-    given = {k: v for k, v in (("steps", args.steps), ("seed", args.seed)) if v is not None}
+    named = (("steps", args.steps), ("seed", args.seed), ("model", args.model), ("task", args.task))
+    given = {k: v for k, v in named if v is not None}
     config = preset(args.preset, **{**given, **overrides})  # --set wins; unset, the preset's or config's
     if args.resume and not args.out:
         raise ValueError("--resume needs --out, the directory of the interrupted run")
@@ -189,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--preset", default="grpo", help="named method (see `grpo-lab presets`)")
     t.add_argument("--steps", type=int, help=f"training steps (default: the config's, {Config().steps})")
     t.add_argument("--seed", type=int, help=f"seed of the run (default: the config's, {Config().seed})")
+    t.add_argument(
+        "--model", help="'embedded', 'smollm2-135m' or a model directory (default: the config's, embedded)"
+    )
+    t.add_argument("--task", help=f"a task name or file:PATH.jsonl (default: the config's, {Config().task})")
     t.add_argument("--out", default=None, help="run directory (default runs/<preset>-seed<S>-<hash>)")
     t.add_argument(
         "--set",

@@ -209,6 +209,9 @@ def test_train_takes_steps_and_seed_from_the_config_unless_given(monkeypatch, tm
     assert main(["train", "--out", str(tmp_path / "a")]) == 0
     assert main(["train", "--steps", "7", "--seed", "3", "--out", str(tmp_path / "b")]) == 0
     assert [(c.steps, c.seed) for c in seen] == [(Config().steps, Config().seed), (7, 3)]
+    argv = ["train", "--model", "smollm2-135m", "--task", "file:x.jsonl", "--set", "task=file:y.jsonl"]
+    assert main([*argv, "--out", str(tmp_path / "c")]) == 0
+    assert (seen[-1].model, seen[-1].task) == ("smollm2-135m", "file:y.jsonl")  # --set wins
 
 
 def test_train_help_points_to_fields(capsys):
