@@ -15,7 +15,7 @@ tokenizer was small); `plain` the plain path without the exact KL; `chunked` the
 vocabularies take now. Usage:
 
     python benchmarks/logprob_memory.py [--prompts 1 2 4] [--group-size 4] [--length 32]
-                                        [--micro-batch-size 0] [--modes before plain chunked]
+                                        [--micro-batch-size 0] [--budget-mb 0] [--modes before plain chunked]
                                         [--model-dir DIR]"""
 
 import argparse
@@ -67,8 +67,11 @@ def measured(name: str, fn: Callable, record: dict[str, dict[str, float]]) -> Ca
     return wrapper
 
 
-def child(mode: str, prompts: int, group_size: int, length: int, micro: int, model_dir: Path) -> dict:
-    """One training step in `mode` with `micro` rows a micro-batch (0: the trainer's choice), each phase
+def child(
+    mode: str, prompts: int, group_size: int, length: int, micro: int, model_dir: Path, budget_mb: int
+) -> dict:
+    """One training step in `mode` with `micro` rows a micro-batch (0: the trainer's choice, from
+    `budget_mb` MiB of activations when given, else from `trainer.ACTIVATION_BUDGET`), each phase
     measured; the record of this process."""
     from grpo_lab import preset
     from grpo_lab.models import logprobs
@@ -78,6 +81,8 @@ def child(mode: str, prompts: int, group_size: int, length: int, micro: int, mod
         logprobs.PLAIN_MAX_VOCAB = 10**9
     if mode == "before":
         trainer.EXACT_KL_MAX_VOCAB = 10**9
+    if budget_mb:
+        trainer.ACTIVATION_BUDGET = budget_mb * 2**20
     record: dict[str, dict[str, float]] = {}
     trainer.sample_batch = measured("sample", trainer.sample_batch, record)
     trainer.Trainer._fixed_logprobs = measured("logprob", trainer.Trainer._fixed_logprobs, record)
@@ -113,7 +118,9 @@ def child(mode: str, prompts: int, group_size: int, length: int, micro: int, mod
     }
 
 
-def run(mode: str, prompts: int, group_size: int, length: int, micro: int, model_dir: Path) -> dict:
+def run(
+    mode: str, prompts: int, group_size: int, length: int, micro: int, model_dir: Path, budget_mb: int
+) -> dict:
     """`child` in a process of its own."""
     cmd = [
         sys.executable,
@@ -126,6 +133,7 @@ def run(mode: str, prompts: int, group_size: int, length: int, micro: int, model
         str(length),
     ]
     cmd += ["--prompts", str(prompts), "--micro-batch-size", str(micro), "--model-dir", str(model_dir)]
+    cmd += ["--budget-mb", str(budget_mb)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{mode} x {prompts} failed:\n{done.stderr[-3000:]}")
@@ -143,13 +151,25 @@ def main() -> None:
         default=0,
         help="rows a micro-batch (0: the trainer's: all, or the memory budget's when chunked)",
     )
+    parser.add_argument(
+        "--budget-mb",
+        type=int,
+        default=0,
+        help="with --micro-batch-size 0: the activation budget in MiB (0: the trainer's ACTIVATION_BUDGET)",
+    )
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--model-dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         out = child(
-            args.child, args.prompts[0], args.group_size, args.length, args.micro_batch_size, args.model_dir
+            args.child,
+            args.prompts[0],
+            args.group_size,
+            args.length,
+            args.micro_batch_size,
+            args.model_dir,
+            args.budget_mb,
         )
         print(json.dumps(out))
         return
@@ -159,7 +179,15 @@ def main() -> None:
     print(f"{'mode':8s} {'rows':>4s} {'micro':>5s} {phases} {'step peak MB':>12s}")
     for mode in args.modes:
         for prompts in args.prompts:
-            r = run(mode, prompts, args.group_size, args.length, args.micro_batch_size, args.model_dir)
+            r = run(
+                mode,
+                prompts,
+                args.group_size,
+                args.length,
+                args.micro_batch_size,
+                args.model_dir,
+                args.budget_mb,
+            )
             cells = []
             for p in PHASES:
                 m = r["phases"][p]
