@@ -30,15 +30,13 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="session")
-def tiny_model_path(tmp_path_factory) -> str:
-    """A random ~60k-parameter Llama with the character tokenizer, saved with save_pretrained:
-    loaded through the same from_pretrained path as any user model (fast: no warm start)."""
-    path = tmp_path_factory.mktemp("tiny-llama")
+def save_tiny_llama(path, vocab_size: int | None = None) -> str:
+    """A random ~60k-parameter Llama (seed 0) with the character tokenizer, saved with save_pretrained;
+    `vocab_size` rows in its output layer (default: the tokenizer's)."""
     tok = build_char_tokenizer()
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=len(tok),
+        vocab_size=vocab_size or len(tok),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -53,6 +51,21 @@ def tiny_model_path(tmp_path_factory) -> str:
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory) -> str:
+    """The tiny Llama, loaded through the same from_pretrained path as any user model (fast: no warm
+    start)."""
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def large_vocab_path(tmp_path_factory) -> str:
+    """The tiny Llama with a 5,000-row output layer (above `logprobs.PLAIN_MAX_VOCAB`, so it takes the
+    chunked log-prob path, as Qwen2.5's vocabulary does): the rows beyond the character tokenizer are
+    tokens it never samples as text."""
+    return save_tiny_llama(tmp_path_factory.mktemp("large-vocab"), vocab_size=5000)
 
 
 @pytest.fixture(scope="session")

@@ -293,26 +293,6 @@ def test_eval_start_skips_the_validations_before_the_scored_tail(tiny):
         tiny(steps=6, eval_start=7)
 
 
-@pytest.fixture(scope="module")
-def large_vocab_path(tmp_path_factory) -> str:
-    """A tiny Llama whose output layer has 5,000 rows (above `logprobs.PLAIN_MAX_VOCAB`) under the
-    character tokenizer: the rows beyond the tokenizer are tokens it never samples as text."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from grpo_lab.models.tokenizer import build_char_tokenizer
-
-    path = tmp_path_factory.mktemp("large-vocab")
-    tok = build_char_tokenizer()
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=5000, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
-                      tie_word_embeddings=True)  # fmt: skip
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
-
-
 def close_columns(a: pd.DataFrame, b: pd.DataFrame, columns: tuple[str, ...]) -> None:
     for col in columns:
         assert torch.allclose(
