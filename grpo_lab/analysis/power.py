@@ -5,11 +5,12 @@ Two arms that share a seed share the prompts and the sampling streams, so their 
 d_i = y_i(treatment) - y_i(control) removes the between-seed variance. The effect is mean(d) with
 the t-interval mean(d) +- t(1 - alpha/2, n - 1) sd(d) / sqrt(n); the minimum detectable effect at
 level alpha and power 1 - beta is (t(1 - alpha/2, n - 1) + t(1 - beta, n - 1)) sd(d) / sqrt(n).
-A verdict compares the interval and the effect with a margin (the effect of interest): an interval
-above or below 0 is a difference, called better or worse only when the effect itself lies beyond
-+-margin and "smaller than the margin" when it lies within (the interval excludes 0 but the effect is
-too small to matter); an interval that contains 0 and lies within +-margin is "no difference larger
-than the margin"; anything else says only that the design could not tell. No verdict rests on fewer
+A verdict reads the whole interval against a margin fixed before the data (the effect of interest), as
+in equivalence testing (Lakens, "Equivalence Tests", Social Psychological and Personality Science 8,
+2017): 'better' / 'worse' when the whole interval lies beyond +margin / -margin; 'no difference' when it
+lies inside +-margin; 'better, size unsure' / 'worse, size unsure' when it excludes 0 but crosses the
+margin (a difference whose sign is shown but not whether it matters); 'undecided' when it holds 0 and
+reaches beyond the margin. The point estimate never decides a word. No verdict rests on fewer
 than MIN_SEEDS seeds or on a zero-width interval (`zero_width`). Adding seeds until an interval decides
 needs a group-sequential boundary: `grpo_lab.analysis.sequential`."""
 
@@ -24,15 +25,19 @@ from scipy import stats
 ALPHA, POWER = 0.05, 0.8
 """the level of every test and the power the minimum detectable effect is computed for"""
 BETTER, WORSE = "better", "worse"
-"""an interval above (below) 0 and an effect beyond the margin"""
-SMALLER = "smaller than the margin"
-"""an interval that excludes 0 around an effect within +-margin: a difference too small to matter"""
-NO_DIFFERENCE = "no difference > margin"
-"""an interval that contains 0 and lies inside +-margin"""
+"""the whole interval lies above +margin (below -margin)"""
+BETTER_UNSURE, WORSE_UNSURE = "better, size unsure", "worse, size unsure"
+"""the interval lies above (below) 0 but crosses +margin (-margin): the sign is shown, not the size"""
+NO_DIFFERENCE = "no difference"
+"""the whole interval lies inside +-margin (whether or not it holds 0)"""
 UNDECIDED, TOO_FEW_SEEDS = "undecided", "too few seeds"
-"""an interval that decides none of the above; fewer than MIN_SEEDS seeds"""
-VERDICTS = (BETTER, WORSE, SMALLER, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS)
+"""an interval that holds 0 and reaches beyond the margin; fewer than MIN_SEEDS seeds"""
+VERDICTS = (BETTER, WORSE, BETTER_UNSURE, WORSE_UNSURE, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS)
 """every verdict of a paired comparison, a factorial effect and the sequential rule"""
+DECIDED = (BETTER, WORSE, BETTER_UNSURE, WORSE_UNSURE, NO_DIFFERENCE)
+"""the verdicts that decide something: all but undecided and too few seeds"""
+SIGN = {BETTER: 1, BETTER_UNSURE: 1, WORSE: -1, WORSE_UNSURE: -1}
+"""the direction each directional verdict shows (its interval excludes 0 on that side)"""
 MIN_SEEDS = 3
 """the fewest paired seeds any verdict rests on: with 2 the t-interval has one degree of freedom, its
 standard deviation is one difference of two numbers, and two seeds that happen to agree give an
@@ -70,23 +75,26 @@ class Paired:
             return TOO_FEW_SEEDS
         if zero_width(self.low, self.high):
             return UNDECIDED
-        return word(self.effect, self.low, self.high, margin)
+        return word(self.low, self.high, margin)
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
-def word(effect: float, low: float, high: float, margin: float) -> str:
-    """The verdict of an effect and its (non-degenerate) interval [low, high] against `margin`:
-    better / worse when the interval lies above / below 0 and |effect| > margin; 'smaller than the
-    margin' when it excludes 0 but |effect| <= margin; 'no difference > margin' when it contains 0 and
-    lies inside [-margin, margin]; 'undecided' otherwise."""
-    if low > 0 or high < 0:
-        if abs(effect) <= margin:
-            return SMALLER
-        return BETTER if low > 0 else WORSE
+def word(low: float, high: float, margin: float) -> str:
+    """The verdict of a (non-degenerate) interval [low, high] against `margin`, read from the whole
+    interval: better / worse when it lies beyond +-margin, no difference when it lies inside +-margin,
+    better / worse, size unsure when it excludes 0 but crosses the margin, undecided otherwise."""
+    if low > margin:
+        return BETTER
+    if high < -margin:
+        return WORSE
     if -margin <= low and high <= margin:
         return NO_DIFFERENCE
+    if low > 0:
+        return BETTER_UNSURE
+    if high < 0:
+        return WORSE_UNSURE
     return UNDECIDED
 
 

@@ -3,9 +3,9 @@
 or a longer horizon (§6.5: no method is judged by its early reward). Each row of two verdict tables
 (`analysis.verdict_table.compare`, keyed by row and kind) is read as one of `CHANGES`:
 
-- `HELD`: both decide the same direction beyond the margin, or neither claims an effect beyond it
-  (no difference, smaller than the margin);
-- `REVERSED`: both decide beyond the margin, in opposite directions;
+- `HELD`: both decide the same direction (better or worse, the size sure or not), or both find no
+  difference;
+- `REVERSED`: both decide a direction, opposite ones;
 - `APPEARS`: only the second decides a direction (the first found none, or had not decided);
 - `VANISHES`: the first decided a direction, the second finds none beyond the margin;
 - `SETTLED`: the first had not decided, the second finds no effect beyond the margin;
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, WORSE
+from grpo_lab.analysis.power import NO_DIFFERENCE, SIGN
 from grpo_lab.analysis.verdict_table import WORDS
 
 HELD, REVERSED, APPEARS, VANISHES, SETTLED, OPEN = (
@@ -33,10 +33,10 @@ HELD, REVERSED, APPEARS, VANISHES, SETTLED, OPEN = (
 )
 CHANGES = (HELD, REVERSED, APPEARS, VANISHES, SETTLED, OPEN)
 """what can happen to a verdict between two conditions"""
-DIRECTED = (BETTER, WORSE)
-"""verdicts that decide a direction beyond the margin"""
-NONE_BEYOND = (NO_DIFFERENCE, SMALLER)
-"""verdicts that decide there is no effect beyond the margin"""
+DIRECTED = tuple(SIGN)
+"""verdicts that decide a direction (the interval excludes 0: better or worse, its size sure or not)"""
+NONE_BEYOND = (NO_DIFFERENCE,)
+"""the verdict that decides there is no effect beyond the margin"""
 KEYS = ["row", "kind"]
 """what identifies a comparison in both tables"""
 CARRIED = ("effect", "ci_low", "ci_high", "seeds", "margin", "verdict")
@@ -52,7 +52,7 @@ def change(before: str, after: str) -> str:
     `power.VERDICTS`)."""
     if after in DIRECTED:
         if before in DIRECTED:
-            return HELD if before == after else REVERSED
+            return HELD if SIGN[before] == SIGN[after] else REVERSED
         return APPEARS
     if after in NONE_BEYOND:
         if before in DIRECTED:

@@ -26,7 +26,7 @@ CLEAN_CONDITION = "clean"
 """the `condition` of a scheme's run without any fault"""
 MARGIN = 0.05
 """the change of final validation accuracy a study is sized to detect (its target minimum detectable
-effect): a verdict of 'no difference > margin' rules out a change larger than this"""
+effect): a verdict of 'no difference' rules out a change larger than this"""
 RUN_FAILED = "run_failed"
 """the rule name `run_findings` gives a run that stopped with an error (its error.json)"""
 

@@ -29,10 +29,12 @@ z statistics; gamma (`calibration`) is set once per plan by a simulation under t
 error stays at or below alpha. `simulate` gives the operating characteristics of any plan; the tests hold
 the rule to a type I error of at most alpha with normal and heavy-tailed differences.
 
-A look decides when that adjusted interval excludes 0: 'better' or 'worse' when the effect lies beyond
-+-margin, 'smaller than the margin' when it lies within (a difference too small to matter; each of the
-three rejects the null, and the type I error counts them all); and 'no difference > margin' (futility)
-when the interval contains 0 and lies inside +-margin. Futility can only lower the type I error of the
+A look stops when that adjusted interval excludes 0 (it rejects the null) or lies inside +-margin
+(futility), and words what it stopped on from the whole adjusted interval (`power.word`): 'better' /
+'worse' when it lies beyond +-margin, 'better, size unsure' / 'worse, size unsure' when it excludes 0
+but crosses the margin, 'no difference' when it lies inside +-margin. The type I error counts the
+directional words (an interval that excludes 0 on one side); an interval inside +-margin that excludes 0
+words no direction. Futility can only lower the type I error of the
 efficacy decision: the efficacy boundary is computed as if the comparison never stopped for futility
 (non-binding), and stopping for futility only removes later chances to cross it. Judging futility on the
 adjusted, wider interval also bounds the chance that a look calls a true effect of +-margin 'no
@@ -55,17 +57,18 @@ from scipy import optimize, stats
 from grpo_lab.analysis.power import (
     ALPHA,
     BETTER,
+    BETTER_UNSURE,
     MIN_SEEDS,
     NO_DIFFERENCE,
-    SMALLER,
     UNDECIDED,
     WORSE,
+    WORSE_UNSURE,
     mde_factor,
     zero_width,
 )
 
 CONTINUE = "continue"
-DECISIONS = (CONTINUE, BETTER, WORSE, NO_DIFFERENCE, UNDECIDED, SMALLER)
+DECISIONS = (CONTINUE, BETTER, WORSE, NO_DIFFERENCE, UNDECIDED, BETTER_UNSURE, WORSE_UNSURE)
 """a look's decision, in the order of the integer codes of the vectorised rule; the decided ones are
 the verdicts of `power.VERDICTS`, so the verdict table reads them as it reads a fixed design's"""
 
@@ -114,8 +117,8 @@ class Plan:
     look after every `block` new seeds, and a last look at `max_seeds` (the cap)."""
 
     margin: float
-    """the effect of interest: an adjusted interval inside +-margin is 'no difference > margin', and one
-    that excludes 0 is 'better' or 'worse' only when the effect lies beyond it"""
+    """the effect of interest: an adjusted interval inside +-margin is 'no difference', one beyond it
+    'better' or 'worse', one that excludes 0 and crosses it 'better / worse, size unsure'"""
     min_seeds: int = MIN_SEEDS
     """seeds at the first look (at least power.MIN_SEEDS)"""
     block: int = 3
@@ -251,13 +254,13 @@ def _rule(
     with np.errstate(invalid="ignore"):
         half = np.where(flat, 0.0, stats.t.isf(level / 2, n - 1) * se)
     low, high = mean - half, mean + half
-    inside = (low <= 0) & (high >= 0) & (low >= -margin) & (high <= margin)
-    beyond = np.abs(mean) > margin
+    decided = ~flat & np.isfinite(half)
     code = np.full(mean.shape, DECISIONS.index(UNDECIDED if final else CONTINUE))
-    code[~flat & (low > 0) & beyond] = DECISIONS.index(BETTER)
-    code[~flat & (high < 0) & beyond] = DECISIONS.index(WORSE)
-    code[~flat & ((low > 0) | (high < 0)) & ~beyond] = DECISIONS.index(SMALLER)
-    code[~flat & inside] = DECISIONS.index(NO_DIFFERENCE)
+    code[decided & (low > 0)] = DECISIONS.index(BETTER_UNSURE)
+    code[decided & (high < 0)] = DECISIONS.index(WORSE_UNSURE)
+    code[decided & (low > margin)] = DECISIONS.index(BETTER)
+    code[decided & (high < -margin)] = DECISIONS.index(WORSE)
+    code[decided & (low >= -margin) & (high <= margin)] = DECISIONS.index(NO_DIFFERENCE)
     return code, half
 
 
@@ -320,9 +323,9 @@ def decide(
     if bool(zero_width(effect - plain, effect + plain)):
         why = f"zero-width interval: all {n} seeds gave the same difference {effect:+.4g}; it cannot decide"
     elif decision in (BETTER, WORSE):
-        why = f"the interval at level {1 - level:.6g} excludes 0 and the effect lies beyond +-{plan.margin:g}"
-    elif decision == SMALLER:
-        why = f"the interval at level {1 - level:.6g} excludes 0 but the effect lies within +-{plan.margin:g}"
+        why = f"the interval at level {1 - level:.6g} lies beyond +-{plan.margin:g}"
+    elif decision in (BETTER_UNSURE, WORSE_UNSURE):
+        why = f"the interval at level {1 - level:.6g} excludes 0 but crosses +-{plan.margin:g}"
     elif decision == NO_DIFFERENCE:
         why = f"the interval at level {1 - level:.6g} lies inside +-{plan.margin:g}"
     elif final:
@@ -395,7 +398,8 @@ class Operating:
     reps: int
     better: float
     worse: float
-    smaller: float
+    better_unsure: float
+    worse_unsure: float
     no_difference: float
     undecided: float
     """rates of each final decision over the simulated comparisons"""
@@ -406,9 +410,9 @@ class Operating:
 
     @property
     def rejection(self) -> float:
-        """rate of the decisions whose interval excludes 0 (better, worse, smaller than the margin):
-        the type I error when the effect is 0"""
-        return self.better + self.worse + self.smaller
+        """rate of the directional decisions (better, worse, and either size unsure: an interval that
+        excludes 0 and does not lie inside +-margin): the type I error when the effect is 0"""
+        return self.better + self.worse + self.better_unsure + self.worse_unsure
 
     @property
     def mc_se(self) -> float:
@@ -455,7 +459,8 @@ def simulate(
         reps,
         better=float(rate[DECISIONS.index(BETTER)]),
         worse=float(rate[DECISIONS.index(WORSE)]),
-        smaller=float(rate[DECISIONS.index(SMALLER)]),
+        better_unsure=float(rate[DECISIONS.index(BETTER_UNSURE)]),
+        worse_unsure=float(rate[DECISIONS.index(WORSE_UNSURE)]),
         no_difference=float(rate[DECISIONS.index(NO_DIFFERENCE)]),
         undecided=float(rate[DECISIONS.index(UNDECIDED)]),
         expected_seeds=float(used.mean()),

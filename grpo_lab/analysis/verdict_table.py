@@ -3,11 +3,10 @@ tricks on), computed from the runs alone: the paired effect on the headline scor
 (`analysis.scores.HEADLINE`) with its interval and minimum detectable effect, both also as a
 fraction of what the reference learns over the run (its gain in the same score), the paired effect
 on greedy accuracy over the same window beside it, the stability figures relative to the reference,
-the cost multiple, the activity measure, and a verdict against the margin of interest (better /
-worse: the interval excludes 0 and the effect lies beyond the margin; smaller than the margin: it
-excludes 0 but the effect lies within; no difference larger than the margin; undecided). Rows of a
-group-sequential study are decided by its own rule, on its adjusted interval (`Rule`). It is the
-measured counterpart of the tricks review's table of difficulty, stability, performance, cost and
+the cost multiple, the activity measure, and a verdict read from the whole interval against the margin
+(`analysis.power.word`: better / worse, better / worse with the size unsure, no difference, undecided).
+Rows of a group-sequential study are decided by its own rule, on its adjusted interval (`Rule`). It is
+the measured counterpart of the tricks review's table of difficulty, stability, performance, cost and
 recommendation (`docs/sources.md`, Tricks review §3.1). Reads run logs only."""
 
 import math
@@ -23,20 +22,20 @@ from grpo_lab.analysis.activity import ACTIVITY, activity
 from grpo_lab.analysis.power import (
     ALPHA,
     BETTER,
+    BETTER_UNSURE,
     MIN_SEEDS,
     NO_DIFFERENCE,
-    SMALLER,
     TOO_FEW_SEEDS,
     UNDECIDED,
     WORSE,
+    WORSE_UNSURE,
     paired,
 )
 from grpo_lab.analysis.scores import GREEDY, HEADLINE, PASS_AT_4
 
 MARGIN_OF_GAIN = 0.15
 """the effect of interest as a fraction of the reference's gain over the run in the headline score:
-smaller differences are 'no difference' when the design can show it (or 'smaller than the margin'
-when they are shown to be non-zero), and every headline design is sized so that its MDE is at most
+an interval inside +-margin is 'no difference', and every headline design is sized so that its MDE is at most
 this fraction of the gain"""
 COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
@@ -79,9 +78,15 @@ TABLE_COLUMNS = (
     "notes",
 )
 """the columns of the verdict table in figures/README.md (`table_markdown`), in order"""
-WORDS = {BETTER: "better", WORSE: "worse", SMALLER: "smaller than the margin", NO_DIFFERENCE: "no difference"}
+WORDS = {v: v for v in (BETTER, WORSE, BETTER_UNSURE, WORSE_UNSURE, NO_DIFFERENCE)}
 """the verdicts as the table words them; any other (undecided, too few seeds) is 'undecided'"""
-VERDICT_COLORS = {BETTER: "tab:green", WORSE: "tab:red", SMALLER: "tab:olive", NO_DIFFERENCE: "tab:blue"}
+VERDICT_COLORS = {
+    BETTER: "tab:green",
+    BETTER_UNSURE: "yellowgreen",
+    WORSE: "tab:red",
+    WORSE_UNSURE: "lightsalmon",
+    NO_DIFFERENCE: "tab:blue",
+}
 """the colour of each decided verdict in a figure (the forest plots, the changes under faults); any other
 is grey"""
 DIRECTION_DIFFERS, ENTROPY_COLLAPSE = "direction differs", "entropy collapse"
@@ -110,14 +115,23 @@ class Rule:
             )
 
     def decide(self, treatment: pd.Series, control: pd.Series) -> sequential.Look:
-        """The rule's decision at the comparison's last look: the per-seed differences over the seeds
-        both arms have (finite ones, in seed order), after the study's looks at fewer seeds, final when
-        the cap is reached (`sequential.decide`)."""
+        """The rule's decision where the study stopped: the per-seed differences over the seeds both
+        arms have (finite ones, in seed order) are looked at as the study looked at them, at each of
+        its looks in turn, and the first look that decides is the answer; seeds stored beyond it (runs
+        another study asked for) are not read, since the declared design stopped there. With no
+        deciding look, the last look reads every seed, final once the cap is reached
+        (`sequential.decide`)."""
         both = pd.concat({"t": treatment, "c": control}, axis=1, join="inner").astype(float).sort_index()
         d = (both["t"] - both["c"]).to_numpy()
         d = d[np.isfinite(d)]
-        earlier = [k for k in self.looks if k < len(d)]
-        return sequential.decide(self.plan, d, earlier=earlier, final=len(d) >= self.looks[-1])
+        made: list[int] = []
+        for k in (k for k in self.looks if k < len(d)):
+            look = sequential.decide(self.plan, d[:k], earlier=made, final=False)
+            if look.decision != sequential.CONTINUE:
+                return look
+            if look.look:
+                made.append(k)
+        return sequential.decide(self.plan, d, earlier=made, final=len(d) >= self.looks[-1])
 
 
 def run_scores(
@@ -169,8 +183,10 @@ def recommendation(verdict: str, cost: float, inert: bool) -> str:
         return "worth it" if cost <= 1 + COST_MARGIN else "better, at a cost"
     if verdict == WORSE:
         return "avoid"
-    if verdict == SMALLER:
-        return "smaller than the margin: skip unless cheaper"
+    if verdict == BETTER_UNSURE:
+        return "a gain of unsure size: more seeds"
+    if verdict == WORSE_UNSURE:
+        return "a loss of unsure size: avoid unless cheaper"
     if verdict == NO_DIFFERENCE:
         return "no gain: skip" if cost > 1 + COST_MARGIN else "no gain, no cost"
     return "undecided: more seeds"

@@ -33,13 +33,14 @@ from matplotlib.patches import Patch
 
 from grpo_lab.analysis.verdict_table import (
     BETTER,
+    BETTER_UNSURE,
     COST_MARGIN,
     MULTIPLES,
     NO_DIFFERENCE,
-    SMALLER,
     STABILITY_FIGURE,
     WORDS,
     WORSE,
+    WORSE_UNSURE,
     entropy_cell,
     recommendation,
 )
@@ -83,18 +84,23 @@ CELL_WIDTH = 34
 PERFORMANCE_AGREES: dict[str, tuple[str, ...]] = {
     "高": (BETTER,),
     "中": (BETTER,),
-    "低": (SMALLER, NO_DIFFERENCE),
-    "无": (SMALLER, NO_DIFFERENCE, WORSE),
+    "低": (NO_DIFFERENCE,),
+    "无": (NO_DIFFERENCE, WORSE, WORSE_UNSURE),
 }
-"""per performance rating, the headline verdicts that agree with it; the other decided verdicts
-disagree. 高 and 中 claim a gain that matters, which only `better` shows (an effect beyond the
-margin, `analysis.verdict_table.MARGIN_OF_GAIN` x grpo's gain). 低 claims a gain too small to matter: a
-difference within the margin, or none; `better` contradicts it, and so does `worse` (a loss, not a
-small gain). 无 claims no gain, which a loss does not contradict (the review reports global reward
-normalization, rated 无, as harmful)."""
-DECIDED = (BETTER, WORSE, SMALLER, NO_DIFFERENCE)
-"""the verdicts that decide a comparison (`analysis.power.VERDICTS` less undecided and too few seeds)"""
-
+"""per performance rating, the headline verdicts that agree with it (`PERFORMANCE_DISAGREES`: those
+that contradict it; any other decides nothing). 高 and 中 claim a gain that matters, which only `better`
+shows (the whole interval beyond the margin, `analysis.verdict_table.MARGIN_OF_GAIN` x grpo's gain).
+低 claims a gain too small to matter: an interval inside the margin. 无 claims no gain, which a loss
+does not contradict (the review reports global reward normalization, rated 无, as harmful)."""
+PERFORMANCE_DISAGREES: dict[str, tuple[str, ...]] = {
+    "高": (WORSE, WORSE_UNSURE, NO_DIFFERENCE),
+    "中": (WORSE, WORSE_UNSURE, NO_DIFFERENCE),
+    "低": (BETTER, WORSE),
+    "无": (BETTER,),
+}
+"""per performance rating, the headline verdicts that contradict it. A size-unsure word shows a sign but
+not whether it matters: it contradicts a claimed gain when it is a loss, and decides nothing about a
+gain too small to matter (低) or the absence of one that matters (无, for a gain)."""
 STABILITY_X = 1.25
 """a stability multiple (arm / reference, as the verdict table gives it) at or beyond this factor, or
 at or below its inverse, counts as a move. The multiples are ratios of means with no interval, so this
@@ -268,9 +274,9 @@ def performance_reading(rating: str, verdict: str) -> str:
     """A performance rating against the row's headline verdict (`PERFORMANCE_AGREES`): the review's
     performance gain is what the trick does to the answers, which the headline score measures; an
     undecided verdict decides nothing."""
-    if verdict not in DECIDED:
-        return NOT_DECIDED
-    return AGREE if verdict in PERFORMANCE_AGREES[rating] else DISAGREE
+    if verdict in PERFORMANCE_AGREES[rating]:
+        return AGREE
+    return DISAGREE if verdict in PERFORMANCE_DISAGREES[rating] else NOT_DECIDED
 
 
 def stability_direction(multiples: Mapping[str, float]) -> str:
@@ -315,9 +321,9 @@ def cost_reading(rating: str, cost: float) -> str:
 def lab_stance(verdict: str, inert: bool) -> str | None:
     """The stance of a verdict-table row's recommendation (`analysis.verdict_table.recommendation`, which
     follows from the same verdict): `ADOPT` for a trick that is better (at a cost or not), `DROP` for
-    one that is worse, no different or smaller than the margin (nothing to gain by adding it), None
-    (no stance) for an undecided row or a trick that never acted."""
-    if inert or verdict not in DECIDED:
+    one that is worse (whatever its size) or no different (nothing to gain by adding it), None (no
+    stance) for a gain of unsure size, an undecided row or a trick that never acted."""
+    if inert or verdict not in (BETTER, WORSE, WORSE_UNSURE, NO_DIFFERENCE):
         return None
     return ADOPT if verdict == BETTER else DROP
 
@@ -349,7 +355,7 @@ def _reversed(row: dict) -> dict:
     """A row read the other way round, treatment and control swapped: the effect and its interval
     negated, better and worse exchanged, every multiple inverted, and the recommendation derived anew
     from the swapped verdict and cost (`analysis.verdict_table.recommendation`)."""
-    swap = {BETTER: WORSE, WORSE: BETTER}
+    swap = {BETTER: WORSE, WORSE: BETTER, BETTER_UNSURE: WORSE_UNSURE, WORSE_UNSURE: BETTER_UNSURE}
     out = dict(row)
     out["effect"], out["ci_low"], out["ci_high"] = -row["effect"], -row["ci_high"], -row["ci_low"]
     out["verdict"] = swap.get(row["verdict"], row["verdict"])

@@ -1,5 +1,5 @@
-"""Paired comparisons: hand-computed effect, interval and MDE; verdicts against a margin, which a
-difference must exceed to be called better or worse."""
+"""Paired comparisons: hand-computed effect, interval and MDE; verdicts read from the whole interval
+against a margin, which the whole interval must clear to be called better or worse."""
 
 import math
 
@@ -8,9 +8,11 @@ import pytest
 from scipy import stats
 
 from grpo_lab.analysis.power import (
+    BETTER_UNSURE,
     MIN_SEEDS,
-    SMALLER,
+    NO_DIFFERENCE,
     VERDICTS,
+    WORSE_UNSURE,
     Paired,
     mde_factor,
     paired,
@@ -30,7 +32,7 @@ def test_paired_effect_uses_only_shared_seeds_and_the_differences():
     assert p.n == 3 and p.effect == pytest.approx(sum(d) / 3) and p.sd == pytest.approx(sd)
     assert (p.low, p.high) == pytest.approx((p.effect - half, p.effect + half))
     assert p.mde == pytest.approx((stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * sd / math.sqrt(3))
-    assert p.verdict(0.05) == "better"
+    assert p.verdict(0.04) == "better" and p.verdict(0.05) == "better, size unsure"
 
 
 def test_pairing_removes_the_between_seed_variance():
@@ -40,7 +42,7 @@ def test_pairing_removes_the_between_seed_variance():
     treatment = control + pd.Series({0: 0.01, 1: -0.01, 2: 0.0, 3: 0.01, 4: -0.01})
     p = paired(treatment, control)
     assert p.high - p.low < 0.05 < control.std()
-    assert p.verdict(0.05) == "no difference > margin" and p.verdict(0.001) == "undecided"
+    assert p.verdict(0.05) == "no difference" and p.verdict(0.001) == "undecided"
 
 
 def test_verdicts_worse_and_too_few():
@@ -50,31 +52,38 @@ def test_verdicts_worse_and_too_few():
     assert paired(pd.Series({0: 0.1}), pd.Series({0: 0.5})).verdict(0.05) == "too few seeds"
 
 
-def test_an_interval_off_zero_around_an_effect_within_the_margin_is_smaller_than_the_margin():
-    """gspo's row of the verdict table: -0.004 [-0.0072, -0.0005] against a margin of 0.007 excludes 0,
-    but the effect is too small to matter; -0.02 [-0.03, -0.01] is beyond it, so worse."""
-    assert word(-0.004, -0.0072, -0.0005, 0.007) == SMALLER == "smaller than the margin"
-    assert word(-0.02, -0.03, -0.01, 0.007) == "worse" and word(0.02, 0.01, 0.03, 0.007) == "better"
-    assert word(0.004, 0.0005, 0.0072, 0.007) == SMALLER
-    assert word(0.007, 0.001, 0.013, 0.007) == SMALLER  # at the margin is not beyond it
-    assert word(0.001, -0.002, 0.004, 0.007) == "no difference > margin"
-    assert word(0.001, -0.02, 0.02, 0.007) == "undecided"
+def test_the_word_is_read_from_the_whole_interval_never_the_point_estimate():
+    """The screen's rows that issue 51 found overstated: length_penalty -0.0069 [-0.0102, -0.0036] and
+    top_entropy +0.0051 [+0.0018, +0.0083] against a margin of 0.007 exclude 0 but cross the margin, so
+    their size is unsure; dynamic_group_size +0.0083 [+0.0050, +0.0116] has its effect beyond the
+    margin but not its interval, so it is not 'better' either."""
+    assert word(-0.0102, -0.0036, 0.007) == WORSE_UNSURE == "worse, size unsure"
+    assert word(0.0018, 0.0083, 0.007) == BETTER_UNSURE == "better, size unsure"
+    assert word(0.0050, 0.0116, 0.007) == BETTER_UNSURE
+    assert word(-0.03, -0.01, 0.007) == "worse" and word(0.01, 0.03, 0.007) == "better"
+    assert word(0.007, 0.013, 0.007) == BETTER_UNSURE  # an end at the margin is not beyond it
+    assert word(-0.002, 0.004, 0.007) == NO_DIFFERENCE == "no difference"
+    assert word(0.001, 0.0069, 0.007) == NO_DIFFERENCE  # inside the margin although off 0
+    assert word(-0.007, 0.007, 0.007) == NO_DIFFERENCE
+    assert word(-0.02, 0.02, 0.007) == "undecided" and word(-0.001, 0.02, 0.007) == "undecided"
     gspo = Paired(9, -0.004, -0.0072, -0.0005, 0.0042, 0.0046)
-    assert gspo.verdict(0.007) == SMALLER and gspo.verdict(0.003) == "worse"
-    assert SMALLER in VERDICTS and len(set(VERDICTS)) == len(VERDICTS)
+    assert gspo.verdict(0.007) == WORSE_UNSURE and gspo.verdict(0.0004) == "worse"
+    assert gspo.verdict(0.008) == NO_DIFFERENCE
+    assert len(set(VERDICTS)) == len(VERDICTS) and {BETTER_UNSURE, WORSE_UNSURE} <= set(VERDICTS)
 
 
-def test_paired_seeds_whose_small_shift_is_sure_are_smaller_than_the_margin():
+def test_paired_seeds_whose_small_shift_is_sure_lie_inside_the_margin():
     control = pd.Series({s: 0.3 + 0.1 * s for s in range(5)})
     treatment = control - pd.Series({0: 0.004, 1: 0.0045, 2: 0.0035, 3: 0.004, 4: 0.0042})
     p = paired(treatment, control)
-    assert p.high < 0 and abs(p.effect) < 0.007
-    assert p.verdict(0.007) == SMALLER and p.verdict(0.002) == "worse"
+    assert p.high < 0 and -0.007 < p.low
+    assert p.verdict(0.007) == NO_DIFFERENCE and p.verdict(0.002) == "worse"
+    assert p.verdict(0.004) == WORSE_UNSURE
 
 
 def test_a_zero_width_interval_is_undecided():
     """The smoke verdict table's scheme_a: identical scores give +0.000 [+0.000, +0.000], MDE 0, which
-    is no evidence of 'no difference > margin'; nor is a shift that is the same on every seed (exactly
+    is no evidence of 'no difference'; nor is a shift that is the same on every seed (exactly
     or up to rounding) evidence of 'better' or 'worse'."""
     scores = pd.Series({0: 0.52, 1: 0.2, 2: 0.7, 3: 0.33})
     same = paired(scores, scores)

@@ -5,7 +5,15 @@ import pandas as pd
 import pytest
 
 from grpo_lab.analysis import reversals
-from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, TOO_FEW_SEEDS, UNDECIDED, WORSE
+from grpo_lab.analysis.power import (
+    BETTER,
+    BETTER_UNSURE,
+    NO_DIFFERENCE,
+    TOO_FEW_SEEDS,
+    UNDECIDED,
+    WORSE,
+    WORSE_UNSURE,
+)
 
 
 @pytest.mark.parametrize(
@@ -17,9 +25,11 @@ from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, TOO_FEW_SEED
         (WORSE, BETTER, reversals.REVERSED),
         (NO_DIFFERENCE, BETTER, reversals.APPEARS),
         (UNDECIDED, WORSE, reversals.APPEARS),
-        (BETTER, SMALLER, reversals.VANISHES),
+        (BETTER, BETTER_UNSURE, reversals.HELD),
+        (WORSE_UNSURE, BETTER, reversals.REVERSED),
+        (NO_DIFFERENCE, WORSE_UNSURE, reversals.APPEARS),
+        (BETTER_UNSURE, NO_DIFFERENCE, reversals.VANISHES),
         (WORSE, NO_DIFFERENCE, reversals.VANISHES),
-        (SMALLER, NO_DIFFERENCE, reversals.HELD),
         (UNDECIDED, NO_DIFFERENCE, reversals.SETTLED),
         (BETTER, UNDECIDED, reversals.OPEN),
         (NO_DIFFERENCE, TOO_FEW_SEEDS, reversals.OPEN),

@@ -1,6 +1,6 @@
 """Sequential seeds under a group-sequential boundary: the boundary against published values, the
 type I error under the null by simulation (and the naive rule's, to show the check can fail), early
-stopping on a large effect, a sure but small effect called smaller than the margin, no decision on
+stopping on a large effect, words read from the whole adjusted interval, no decision on
 too few seeds or a zero-width interval, bad plans."""
 
 import math
@@ -77,10 +77,13 @@ def test_naive_repeated_95_percent_intervals_inflate_the_type_i_error():
 
 @pytest.mark.parametrize("effect", [3.0, -3.0])
 def test_a_large_effect_stops_early_with_the_right_sign(effect):
-    """A true effect of 3 sd: every comparison decides the right sign, on about 7 seeds of the 15."""
+    """A true effect of 3 sd: every comparison decides the right sign, on about 7 seeds of the 15, most
+    with the whole interval beyond the margin."""
     result = simulate(PLAN, effect, 1.0, reps=20_000, seed=9)
-    right, wrong = (result.better, result.worse) if effect > 0 else (result.worse, result.better)
+    up, down = result.better + result.better_unsure, result.worse + result.worse_unsure
+    right, wrong = (up, down) if effect > 0 else (down, up)
     assert right > 0.999 and wrong == 0
+    assert (result.better if effect > 0 else result.worse) > 0.95
     assert result.expected_seeds < 8 and result.stopped_early > 0.999
 
 
@@ -98,25 +101,38 @@ def test_decide_and_simulate_apply_the_same_rule():
         decisions.append(look.decision)
     counted = pd.Series(decisions).value_counts(normalize=True)
     result = simulate(plan, 0.6, 1.0, reps=300, seed=4)
-    assert {k for k, v in counted.items() if v > 0} >= {"better", "no difference > margin"}
-    rates = (("better", result.better), ("worse", result.worse), ("smaller than the margin", result.smaller))
-    for decision, rate in rates:
+    assert {k for k, v in counted.items() if v > 0} >= {"better", "better, size unsure", "no difference"}
+    rates = {
+        "better": result.better,
+        "worse": result.worse,
+        "better, size unsure": result.better_unsure,
+        "worse, size unsure": result.worse_unsure,
+        "no difference": result.no_difference,
+        "undecided": result.undecided,
+    }
+    for decision, rate in rates.items():
         assert counted.get(decision, 0.0) == pytest.approx(rate)
-    assert counted.get("no difference > margin", 0.0) == pytest.approx(result.no_difference)
 
 
-def test_a_sure_difference_within_the_margin_is_smaller_than_the_margin():
-    """An effect of 0.01 (sd 0.002) against a margin of 0.05: at 6 seeds the adjusted interval
-    excludes 0, but the effect lies within the margin; the same differences against a margin of 0.005
-    are 'better'. The type I error counts every decision whose interval excludes 0."""
-    d = 0.01 + 0.002 * np.random.default_rng(3).standard_normal(6)
+def test_a_look_words_what_it_stopped_on_from_the_whole_adjusted_interval():
+    """A sure effect of 0.01 (sd 0.002) against a margin of 0.05 stops at 6 seeds with an adjusted
+    interval inside the margin: 'no difference', though it excludes 0. An effect of 0.05 (sd 0.01)
+    stops on an interval that excludes 0 but crosses the margin: its size is unsure; against a margin
+    of 0.02 the whole interval lies beyond it: 'better'. The type I error counts the directional words."""
+    small = 0.01 + 0.002 * np.random.default_rng(3).standard_normal(6)
+    look = decide(PLAN, small)
+    assert look.decision == "no difference" and look.low > 0 and look.high < MARGIN
+    d = 0.05 + 0.01 * np.random.default_rng(3).standard_normal(6)
     look = decide(PLAN, d)
-    assert look.decision == "smaller than the margin" and look.low > 0 and "within" in look.reason
-    assert decide(Plan(0.005), d).decision == "better"
-    assert decide(PLAN, -d).decision == "smaller than the margin"
-    result = simulate(PLAN, 0.01, 0.002, reps=2000, seed=3)
-    assert result.smaller > 0.95 and result.better == result.worse == 0
-    assert result.rejection == pytest.approx(result.better + result.worse + result.smaller)
+    assert look.decision == "better, size unsure" and 0 < look.low < MARGIN < look.high
+    assert "crosses" in look.reason
+    assert decide(Plan(look.low / 2), d).decision == "better"
+    assert decide(PLAN, -d).decision == "worse, size unsure"
+    result = simulate(PLAN, 0.05, 0.01, reps=2000, seed=3)
+    assert result.better_unsure > 0.5 and result.worse == result.worse_unsure == 0
+    total = result.better + result.worse + result.better_unsure + result.worse_unsure
+    assert result.rejection == pytest.approx(total)
+    assert simulate(PLAN, 0.01, 0.002, reps=2000, seed=3).no_difference > 0.95
 
 
 def test_a_look_reports_seeds_intervals_and_mde():
@@ -126,7 +142,8 @@ def test_a_look_reports_seeds_intervals_and_mde():
     assert look.seeds == 6 and look.look == 2 and look.effect == pytest.approx(fixed.effect)
     assert (look.plain_low, look.plain_high, look.mde) == pytest.approx((fixed.low, fixed.high, fixed.mde))
     assert look.low < look.plain_low and look.high > look.plain_high  # the adjusted interval is wider
-    assert look.decision == "better" and "excludes 0" in look.reason
+    assert look.decision == "better, size unsure" and "excludes 0" in look.reason
+    assert decide(Plan(0.03), d).decision == "better" and "beyond" in decide(Plan(0.03), d).reason
     assert look.level == pytest.approx(sequential.levels(PLAN, [3, 6])[-1])
 
 
@@ -180,7 +197,7 @@ def test_run_sequential_counts_only_the_seeds_that_ran():
     assert len(result.seeds) == PLAN.max_seeds and result.last.seeds == PLAN.max_seeds - 6
     assert [(h.look, h.seeds) for h in result.history] == [(0, 2), (1, 3), (2, 6), (3, 9)]
     assert result.last.level == pytest.approx(sequential.levels(PLAN, [3, 6, 9], final=True)[-1])
-    assert result.last.decision in ("better", "undecided")
+    assert result.last.decision in ("better", "better, size unsure", "undecided")
     with pytest.raises(ValueError, match="not asked for"):
         run_sequential(PLAN, lambda seeds: pd.Series(0.1, index=[s + 100 for s in seeds]))
 

@@ -60,7 +60,7 @@ def test_a_trick_row_compares_all_on_with_that_trick_left_out():
     )
     row = verdict_table.compare(runs, [("adv_clip", "trick", "all", "-adv_clip")]).iloc[0]
     assert row["activity"] == pytest.approx(0.2) and row["effect"] == pytest.approx(-0.01 / 3)
-    assert row["verdict"] == "no difference > margin" and row["recommendation"] == "no gain, no cost"
+    assert row["verdict"] == "no difference" and row["recommendation"] == "no gain, no cost"
 
 
 def test_the_margin_and_the_mde_are_read_against_what_the_reference_learns():
@@ -74,7 +74,7 @@ def test_the_margin_and_the_mde_are_read_against_what_the_reference_learns():
     assert row["mde / gain"] == pytest.approx(row["mde"] / 0.3)
     small = verdict_table.compare(runs, [("x", "scheme", "x", "grpo")], reference_gain=0.05).iloc[0]
     assert small["margin"] == pytest.approx(verdict_table.MARGIN_OF_GAIN * 0.05)
-    assert row["verdict"] == "no difference > margin" and small["verdict"] == "undecided"
+    assert row["verdict"] == "no difference" and small["verdict"] == "undecided"
 
 
 def test_missing_runs_are_an_error_and_markdown_has_a_row_each():
@@ -148,26 +148,29 @@ def test_the_table_of_the_figures_index_has_its_columns_and_four_verdict_words()
         verdict_table.compare(runs, arms, protocol="screen")
 
 
-def test_a_sure_effect_within_the_margin_is_smaller_than_the_margin():
-    """gspo against grpo: -0.004 with an interval that excludes 0, against a margin of 0.007, is not
-    'worse' but smaller than the margin; -0.02 is worse."""
+def test_the_word_comes_from_the_whole_interval():
+    """gspo against grpo: -0.004 with an interval that excludes 0 and lies inside a margin of 0.007 is
+    'no difference'; cispo's -0.02 [-0.021, -0.019] lies beyond it: worse; dapo's -0.007, whose
+    interval excludes 0 and crosses the margin, is worse with its size unsure."""
     grpo = [0.50, 0.60, 0.55, 0.65, 0.58]
     runs = pd.concat(
         [
             scores("grpo", grpo),
             scores("gspo", np.subtract(grpo, [0.004, 0.0045, 0.0035, 0.004, 0.0040])),
             scores("cispo", np.subtract(grpo, [0.02, 0.021, 0.019, 0.02, 0.02])),
+            scores("dapo", np.subtract(grpo, [0.004, 0.010, 0.005, 0.009, 0.007])),
         ]
     )
-    arms = [(a, "scheme", a, "grpo") for a in ("gspo", "cispo")]
+    arms = [(a, "scheme", a, "grpo") for a in ("gspo", "cispo", "dapo")]
     table = verdict_table.compare(runs, arms, margin=0.007).set_index("row")
     gspo = table.loc["gspo"]
-    assert gspo["ci_high"] < 0 and abs(gspo["effect"]) < 0.007
-    assert gspo["verdict"] == "smaller than the margin"
-    assert gspo["recommendation"] == "smaller than the margin: skip unless cheaper"
+    assert -0.007 < gspo["ci_low"] < gspo["ci_high"] < 0
+    assert gspo["verdict"] == "no difference" and gspo["recommendation"] == "no gain, no cost"
     assert table.loc["cispo", "verdict"] == "worse" and table.loc["cispo", "recommendation"] == "avoid"
+    dapo = table.loc["dapo"]
+    assert dapo["ci_low"] < -0.007 < dapo["ci_high"] < 0 and dapo["verdict"] == "worse, size unsure"
     words = [r["verdict"] for r in cells(verdict_table.table_markdown(table.reset_index()))]
-    assert words == ["smaller than the margin", "worse"]
+    assert words == ["no difference", "worse", "worse, size unsure"]
 
 
 RULE = verdict_table.Rule(sequential.Plan(0.01, min_seeds=3, block=3, max_seeds=9), (3, 6, 9))
@@ -176,7 +179,7 @@ RULE = verdict_table.Rule(sequential.Plan(0.01, min_seeds=3, block=3, max_seeds=
 
 def sequential_runs() -> pd.DataFrame:
     """grpo over 9 seeds; 'clear' stopped at 6 seeds far below it, 'open' has had only its first look,
-    'small' ran to the cap 0.004 below it on every seed but one."""
+    'small' has 9 seeds stored 0.004 below it, although its rule stopped at 6."""
     grpo = 0.5 + 0.01 * np.arange(9)
     rng = np.random.default_rng(0)
     return pd.concat(
@@ -204,7 +207,9 @@ def test_sequential_rows_are_the_rules_own_decisions_on_its_adjusted_interval():
     assert row["confidence"] == pytest.approx(1 - look.level) and row["confidence"] > 0.95
     assert row["ci_low"] < plain.loc["clear", "ci_low"] and row["ci_high"] > plain.loc["clear", "ci_high"]
     assert table.loc["open", "verdict"] == "undecided"  # its look would continue
-    assert table.loc["small", "verdict"] == "smaller than the margin"
+    small = table.loc["small"]  # the rule stopped at its second look, inside the margin
+    assert (small["verdict"], small["seeds"]) == ("no difference", 6)
+    assert -0.01 < small["ci_low"] < small["ci_high"] < 0
     assert (table["margin"] == 0.01).all() and (table["gain"] == 0.05).all()
     shown = cells(verdict_table.table_markdown(table.reset_index()))[0]
     assert shown["protocol"] == "sequential" and shown["verdict"] == "worse"

@@ -9,17 +9,17 @@ from grpo_lab.presets import TRICKS
 from grpo_lab.studies import ablations
 
 
-def test_a_trick_smaller_than_the_margin_is_not_confirmed():
+def test_a_trick_whose_size_is_unsure_is_not_confirmed():
     names = list(TRICKS)
     effects = pd.DataFrame(
         {
             "factor": names[:3],
             "effect": [0.004, -0.03, 0.02],
-            "verdict": ["smaller than the margin", "worse", "better"],
+            "verdict": ["better, size unsure", "worse", "better"],
         }
     )
     assert trick_arms.confirmed(effects) == [names[1], names[2]]
-    assert trick_arms.confirmed(effects.assign(verdict="smaller than the margin")) == []
+    assert trick_arms.confirmed(effects.assign(verdict="no difference")) == []
 
 
 def test_grpos_gain_is_read_from_the_base_runs():

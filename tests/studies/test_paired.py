@@ -35,12 +35,10 @@ def test_rows_of_one_protocol_keep_the_paired_seed_range():
 def test_every_decided_verdict_has_its_colour_and_sequential_rows_say_their_interval():
     decided = [v for v in VERDICTS if v not in ("undecided", "too few seeds")]
     colours = verdict_table.VERDICT_COLORS
-    assert set(colours) == set(decided) and len(set(colours.values())) == 4
-    rows = table(["sequential", "factorial screen"], [6, 32]).assign(
-        verdict=["smaller than the margin", "worse"]
-    )
+    assert set(colours) == set(decided) and len(set(colours.values())) == len(decided)
+    rows = table(["sequential", "factorial screen"], [6, 32]).assign(verdict=["worse, size unsure", "worse"])
     ax = paired.forest(rows, "60 steps", "all").axes[0]
     assert "sequential rows: the rule's adjusted interval" in ax.get_xlabel()
     colours = [to_rgba(line.get_color()) for line in ax.lines if line.get_marker() == "o"]
-    assert to_rgba(verdict_table.VERDICT_COLORS["smaller than the margin"]) in colours
+    assert to_rgba(verdict_table.VERDICT_COLORS["worse, size unsure"]) in colours
     assert "adjusted" not in paired.forest(table(["paired"], [9]), "60 steps", "all").axes[0].get_xlabel()

@@ -173,8 +173,7 @@ def test_the_leave_one_out_confirms_the_largest_active_tricks_of_the_screen(monk
         {
             "factor": [*names[:6], "group_reward_norm"],
             "effect": [0.05, -0.09, 0.001, 0.03, -0.02, 0.07, 0.2],
-            "verdict": ["better", "worse", "no difference > margin", "better", "worse", "undecided"]
-            + ["better"],
+            "verdict": ["better", "worse", "no difference", "better", "worse", "undecided"] + ["better"],
         }
     )
     assert trick_arms.CONFIRM == 2 and trick_arms.confirmed(effects) == [names[1], names[0]]

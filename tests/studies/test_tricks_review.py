@@ -12,7 +12,15 @@ import pandas as pd
 import pytest
 
 from grpo_lab.analysis import verdict_table
-from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, SMALLER, TOO_FEW_SEEDS, UNDECIDED, WORSE
+from grpo_lab.analysis.power import (
+    BETTER,
+    BETTER_UNSURE,
+    NO_DIFFERENCE,
+    TOO_FEW_SEEDS,
+    UNDECIDED,
+    WORSE,
+    WORSE_UNSURE,
+)
 from grpo_lab.comparisons import screen, tricks_review
 from grpo_lab.experiments.designs import factorial_matrix
 from grpo_lab.presets import TRICKS
@@ -81,15 +89,19 @@ def test_every_source_is_a_row_the_verdict_table_can_have():
         ("高", BETTER, tricks_review.AGREE),
         ("中", BETTER, tricks_review.AGREE),
         ("高", NO_DIFFERENCE, tricks_review.DISAGREE),
-        ("中", SMALLER, tricks_review.DISAGREE),
+        ("中", WORSE_UNSURE, tricks_review.DISAGREE),
         ("中", WORSE, tricks_review.DISAGREE),
-        ("低", SMALLER, tricks_review.AGREE),
+        ("中", BETTER_UNSURE, tricks_review.NOT_DECIDED),
+        ("低", BETTER_UNSURE, tricks_review.NOT_DECIDED),
+        ("低", WORSE_UNSURE, tricks_review.NOT_DECIDED),
         ("低", NO_DIFFERENCE, tricks_review.AGREE),
         ("低", BETTER, tricks_review.DISAGREE),
         ("低", WORSE, tricks_review.DISAGREE),
         ("无", NO_DIFFERENCE, tricks_review.AGREE),
         ("无", WORSE, tricks_review.AGREE),
         ("无", BETTER, tricks_review.DISAGREE),
+        ("无", WORSE_UNSURE, tricks_review.AGREE),
+        ("无", BETTER_UNSURE, tricks_review.NOT_DECIDED),
         ("高", UNDECIDED, tricks_review.NOT_DECIDED),
         ("无", TOO_FEW_SEEDS, tricks_review.NOT_DECIDED),
     ],
@@ -167,12 +179,14 @@ def test_cost_reading(rating, cost, expected):
     assert tricks_review.cost_reading(rating, cost) == expected
 
 
-@pytest.mark.parametrize("verdict", [BETTER, WORSE, SMALLER, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS])
+@pytest.mark.parametrize(
+    "verdict", [BETTER, WORSE, BETTER_UNSURE, WORSE_UNSURE, NO_DIFFERENCE, UNDECIDED, TOO_FEW_SEEDS]
+)
 @pytest.mark.parametrize("cost", [1.0, 1.4])
 def test_the_lab_stance_is_the_stance_of_the_tables_recommendation(verdict, cost):
     said = verdict_table.recommendation(verdict, cost, inert=False)
     adopt = said in ("worth it", "better, at a cost")
-    undecided = said == "undecided: more seeds"
+    undecided = said.endswith("more seeds")
     expected = tricks_review.ADOPT if adopt else None if undecided else tricks_review.DROP
     assert tricks_review.lab_stance(verdict, inert=False) == expected
     assert tricks_review.lab_stance(verdict, inert=True) is None  # 'inert here: cannot be judged'
