@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import sequential, stability
+from grpo_lab.analysis import sequential, stability, stats
 from grpo_lab.analysis.activity import ACTIVITY, activity
 from grpo_lab.analysis.power import (
     ALPHA,
@@ -75,6 +75,7 @@ TABLE_COLUMNS = (
     "stability",
     "cost",
     "verdict",
+    "adjusted verdict",
     "notes",
 )
 """the columns of the verdict table in figures/README.md (`table_markdown`), in order"""
@@ -92,6 +93,9 @@ is grey"""
 DIRECTION_DIFFERS, ENTROPY_COLLAPSE = "direction differs", "entropy collapse"
 """the notes of a row: its headline and greedy effects have opposite signs and one of their
 intervals excludes 0; its entropy falls far more than the reference's (`ENTROPY_COLLAPSE_X`)"""
+GREEDY_X = 3.0
+"""a row's greedy effect, its interval off 0, more than this multiple of its headline effect says more
+than the headline does (`greedy_note`)"""
 
 
 @dataclass(frozen=True)
@@ -139,9 +143,10 @@ def run_scores(
 ) -> pd.DataFrame:
     """One row per run: `by`, seed, `score` (the headline score, `scores.HEADLINE`) and `start` (its
     metric at the first evaluation, before any update), `greedy` (greedy accuracy over the same
-    window), `accuracy` (greedy accuracy at the last evaluation), mean step time, every stability
-    figure and, for each name in `measured[label]`, the activity measure of that scheme or trick as
-    column `activity:<name>` (`configs[label]`: the config dict of those runs)."""
+    window) and `greedy start` (at the first evaluation), `accuracy` (greedy accuracy at the last
+    evaluation), mean step time, every stability figure and, for each name in `measured[label]`, the
+    activity measure of that scheme or trick as column `activity:<name>` (`configs[label]`: the config
+    dict of those runs)."""
     rows = []
     for (label, seed), run in metrics.groupby([by, "seed"], sort=False):
         val = run.dropna(subset=["val/accuracy"]).sort_values("step")
@@ -153,6 +158,7 @@ def run_scores(
                 "score": HEADLINE.of(run),
                 "start": HEADLINE.start(run),
                 "greedy": GREEDY.of(run),
+                "greedy start": GREEDY.start(run),
                 "pass@4": PASS_AT_4.of(run),
                 "accuracy": float(val["val/accuracy"].iloc[-1]) if len(val) else np.nan,
                 "step_s": float(train["time/step_s"].mean()),
@@ -199,6 +205,31 @@ def gain(scores: pd.DataFrame) -> float:
     return float(learned.mean()) if len(learned) else math.nan
 
 
+def greedy_note(headline: Sequence[float], greedy: Sequence[float], margin: float) -> str:
+    """What the greedy effect (effect, low, high) says that the headline effect (effect, low, high)
+    does not: 'greedy beyond the margin, other way' when the whole greedy interval lies beyond the
+    margin opposite the headline effect's sign; 'greedy xK the headline' when the greedy interval
+    excludes 0 and its effect is more than `GREEDY_X` times the headline's, same sign or not; '' otherwise."""
+    (e, _, _), (g, g_lo, g_hi) = headline, greedy
+    if not all(map(math.isfinite, (e, g, g_lo, g_hi))):
+        return ""
+    if (e > 0 and g_hi < -margin) or (e < 0 and g_lo > margin):
+        return "greedy beyond the margin, other way"
+    if (g_lo > 0 or g_hi < 0) and abs(g) > GREEDY_X * abs(e):
+        return f"greedy x{abs(g) / abs(e):.0f} the headline" if e else "greedy moves, headline does not"
+    return ""
+
+
+def below_start(arm: pd.DataFrame) -> tuple[float, float, float]:
+    """How far the arm's greedy accuracy over the scored window lies from its starting model's (the
+    first evaluation, before any update), as mean with its 95% t-interval over the arm's runs; NaN
+    where the scores lack the columns or fewer than `power.MIN_SEEDS` runs have them."""
+    if "greedy" not in arm or "greedy start" not in arm:
+        return math.nan, math.nan, math.nan
+    moved = (arm["greedy"] - arm["greedy start"]).dropna().to_numpy(dtype=float)
+    return stats.mean_interval(moved) if len(moved) >= MIN_SEEDS else (math.nan, math.nan, math.nan)
+
+
 def direction_differs(headline: Sequence[float], greedy: Sequence[float]) -> bool:
     """Whether the headline and the greedy effect (each as effect, low, high) point opposite ways
     while at least one of their intervals excludes 0: the two accuracies disagree on the arm."""
@@ -226,6 +257,8 @@ class Headline(NamedTuple):
     """the effect and its interval"""
     confidence: float
     """the interval's confidence: 0.95, or the sequential rule's adjusted level"""
+    df: float
+    """the interval's degrees of freedom (seeds - 1 for a paired one, the model's for a factorial one)"""
     mde: float
     """the minimum detectable effect of a fixed design with these seeds"""
     margin: float
@@ -233,15 +266,19 @@ class Headline(NamedTuple):
     verdict: str
     """one of `power.VERDICTS`"""
 
-    def columns(self, greedy: tuple[float, float, float]) -> dict[str, object]:
+    def columns(
+        self, greedy: tuple[float, float, float], from_start: tuple[float, float, float]
+    ) -> dict[str, object]:
         """The row's columns of this comparison and of the greedy effect (effect, low, high) beside
-        it, with whether their directions differ (`direction_differs`)."""
+        it, with whether their directions differ (`direction_differs`) and what the greedy effect adds
+        (`greedy_note`), and the arm's greedy accuracy against its start (`below_start`)."""
         return {
             "seeds": self.seeds,
             "effect": self.effect,
             "ci_low": self.low,
             "ci_high": self.high,
             "confidence": self.confidence,
+            "df": self.df,
             "mde": self.mde,
             "margin": self.margin,
             "verdict": self.verdict,
@@ -249,6 +286,11 @@ class Headline(NamedTuple):
             "greedy ci_low": greedy[1],
             "greedy ci_high": greedy[2],
             "direction differs": direction_differs((self.effect, self.low, self.high), greedy),
+            "greedy note": greedy_note((self.effect, self.low, self.high), greedy, self.margin),
+            "greedy from start": from_start[0],
+            "greedy from start ci_low": from_start[1],
+            "greedy from start ci_high": from_start[2],
+            "ends below start": bool(from_start[2] < 0),
         }
 
 
@@ -297,7 +339,7 @@ def compare(
                 "row": name,
                 "kind": kind,
                 "protocol": protocol,
-                **headline.columns(_greedy(t, c)),
+                **headline.columns(_greedy(t, c), below_start(t)),
                 "pass@4 effect": _logged_effect(t, c, "pass@4"),
                 "gain": learned,
                 "mde / gain": headline.mde / learned if learned > 0 else math.nan,
@@ -314,7 +356,7 @@ def compare(
 def _paired_headline(t: pd.DataFrame, c: pd.DataFrame, margin: float) -> Headline:
     """The paired 95% t-interval of the headline score over the seeds both sides have."""
     e = paired(t["score"], c["score"])
-    return Headline(e.n, e.effect, e.low, e.high, 1 - ALPHA, e.mde, margin, e.verdict(margin))
+    return Headline(e.n, e.effect, e.low, e.high, 1 - ALPHA, e.n - 1, e.mde, margin, e.verdict(margin))
 
 
 def _rule_headline(t: pd.DataFrame, c: pd.DataFrame, rule: Rule) -> Headline:
@@ -326,7 +368,15 @@ def _rule_headline(t: pd.DataFrame, c: pd.DataFrame, rule: Rule) -> Headline:
     else:
         verdict = UNDECIDED if look.decision == sequential.CONTINUE else look.decision
     return Headline(
-        look.seeds, look.effect, look.low, look.high, 1 - look.level, look.mde, rule.plan.margin, verdict
+        look.seeds,
+        look.effect,
+        look.low,
+        look.high,
+        1 - look.level,
+        look.seeds - 1,
+        look.mde,
+        rule.plan.margin,
+        verdict,
     )
 
 
@@ -391,7 +441,7 @@ def factorial_rows(
         act = float(on[column].mean()) if column in on else math.nan
         cost = _ratio(on["step_s"], off["step_s"])
         headline = Headline(
-            int(e.seeds), e.effect, e.ci_low, e.ci_high, 1 - ALPHA, e.mde, e.margin, e.verdict
+            int(e.seeds), e.effect, e.ci_low, e.ci_high, 1 - ALPHA, e.df, e.mde, e.margin, e.verdict
         )
         on_greedy = (math.nan, math.nan, math.nan)
         if beside is not None and e.factor in beside.index:
@@ -402,7 +452,7 @@ def factorial_rows(
                 "row": e.factor,
                 "kind": kind,
                 "protocol": "factorial screen",
-                **headline.columns(on_greedy),
+                **headline.columns(on_greedy, below_start(on)),
                 "gain": reference_gain,
                 "mde / gain": e.mde / reference_gain if reference_gain > 0 else math.nan,
                 **_stability(on, off),
@@ -416,8 +466,13 @@ def factorial_rows(
 
 
 def notes(row: dict) -> str:
-    """The notes of a table row: `DIRECTION_DIFFERS` and `ENTROPY_COLLAPSE` where they hold."""
+    """The notes of a table row: `DIRECTION_DIFFERS`, its `greedy_note`, 'greedy ends below the
+    start' (the arm's greedy accuracy over the scored window lies below its starting model's, the
+    whole interval) and `ENTROPY_COLLAPSE`, where they hold."""
     flagged = [DIRECTION_DIFFERS] if row.get("direction differs") else []
+    flagged += [row["greedy note"]] if row.get("greedy note") else []
+    if row.get("ends below start"):
+        flagged.append(f"greedy ends below the start ({row['greedy from start']:+.3f})")
     return ", ".join(flagged + ([ENTROPY_COLLAPSE] if row.get("entropy collapse") else []))
 
 
@@ -426,8 +481,9 @@ def table_markdown(table: pd.DataFrame) -> str:
     when it is not 95%: the sequential rule's adjusted one) and its MDE on the headline score, `MDE / gain`,
     the seeds it rests on, the paired effect on greedy accuracy with its interval, the mean paired effect on
     pass@4 where both arms logged it (n/a otherwise), the row's activity measure, its stability
-    (`stability_cell`) and its step-time multiple, the verdict in the words of `WORDS` (else 'undecided') and
-    the row's `notes`."""
+    (`stability_cell`) and its step-time multiple, the verdict in the words of `WORDS` (else 'undecided'),
+    the word after the table's error-rate control (`analysis.multiplicity.adjust`; n/a for a table not
+    adjusted) and the row's `notes`."""
     lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for r in table.to_dict("records"):
         cells = [
@@ -445,6 +501,7 @@ def table_markdown(table: pd.DataFrame) -> str:
             stability_cell(r),
             "n/a" if not math.isfinite(r["cost x"]) else f"x{r['cost x']:.2f}",
             WORDS.get(r["verdict"], "undecided"),
+            WORDS.get(r["adjusted verdict"], "undecided") if "adjusted verdict" in r else "n/a",
             notes(r),
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -22,7 +22,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import plots, verdict_table
+from grpo_lab.analysis import multiplicity, plots, verdict_table
 from grpo_lab.analysis.scores import examine as score_examination
 from grpo_lab.comparisons import (
     paired,
@@ -38,6 +38,9 @@ from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
 
+FAMILY = multiplicity.Family("every row of the verdict table", "holm")
+"""the table's family and its error-rate control: one family over all its rows, so that a single
+'better' among them is read as one of that many tests"""
 DESIGNS = ("schemes", "screen", "conflicts", "tricks", "cost")
 """the designs of the table, each under its own study's settings; 'cost' is 08's timed runs, which
 give the `cost` column"""
@@ -178,7 +181,8 @@ def table(
     its main effects on greedy accuracy beside the headline ones. A row's `cost x` is the step-time multiple
     the cost study measured for its scheme, trick or conflict (08: interleaved rounds on one thread, so the
     machine's load cancels); a row the cost study does not time (the screen's group_reward_norm, which is
-    grpo's own advantage) keeps its runs' own ratio."""
+    grpo's own advantage) keeps its runs' own ratio. The table is adjusted over its rows (`FAMILY`,
+    `analysis.multiplicity.adjust`): each row has its raw and its adjusted word."""
     if settings is None:
         raise ValueError(
             "the scheme rows follow the scheme study's sequential rule, whose looks and cap come from "
@@ -224,7 +228,7 @@ def table(
     rows["cost x"] = [
         c if k in matched else timed.get(r, c) for r, k, c in zip(rows["row"], rows["kind"], rows["cost x"])
     ]
-    return rows
+    return multiplicity.adjust(rows, FAMILY)
 
 
 def figure(verdict_rows: pd.DataFrame, settings: Profile) -> plt.Figure:
@@ -236,8 +240,9 @@ def figure(verdict_rows: pd.DataFrame, settings: Profile) -> plt.Figure:
 
 def save_markdown(verdict_rows: pd.DataFrame, name: str) -> Path:
     """Write the table as markdown (`analysis.verdict_table.table_markdown`, the columns of
-    `TABLE_COLUMNS`) next to its figure (`plots.save_markdown`)."""
-    return plots.save_markdown(verdict_table.table_markdown(verdict_rows), name)
+    `TABLE_COLUMNS`) under its family's caption (`FAMILY`) next to its figure (`plots.save_markdown`)."""
+    caption = FAMILY.caption(multiplicity.family_size(verdict_rows))
+    return plots.save_markdown(f"{caption}\n\n{verdict_table.table_markdown(verdict_rows)}", name)
 
 
 def figure_review(reviewed: pd.DataFrame, settings: Profile) -> plt.Figure:

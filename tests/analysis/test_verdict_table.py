@@ -110,6 +110,7 @@ def test_the_screen_rows_read_the_main_effects_and_compare_runs_with_the_factor_
                 "ci_low": 0.01,
                 "ci_high": 0.03,
                 "mde": 0.006,
+                "df": 24,
                 "seeds": 32,
                 "margin": 0.0075,
                 "verdict": "better",
@@ -255,7 +256,8 @@ def test_greedy_accuracy_beside_the_headline_and_when_their_directions_differ():
     assert table["direction differs"].tolist() == [True, False, False]
     assert np.sign(table.loc["noisy", "effect"]) != np.sign(table.loc["noisy", "greedy effect"])
     split = cells(verdict_table.table_markdown(table.reset_index()))[0]
-    assert split["greedy effect"].startswith("-0.050 [-0.") and split["notes"] == "direction differs"
+    assert split["greedy effect"].startswith("-0.050 [-0.")
+    assert split["notes"] == "direction differs, greedy beyond the margin, other way"  # -0.05 < -0.01
     assert "greedy effect (95% CI)" in verdict_table.markdown(table.reset_index())
     without = verdict_table.compare(scores("grpo", grpo).pipe(lambda g: pd.concat([g, scores("x", grpo)])),
                                [("x", "scheme", "x", "grpo")])  # fmt: skip
@@ -293,7 +295,8 @@ def test_the_screen_rows_carry_the_main_effect_on_greedy_accuracy():
             for k in verdict_table.STABILITY_COLUMNS}}
     )  # fmt: skip
     effects = pd.DataFrame([{"factor": "adv_clip", "effect": 0.02, "ci_low": 0.01, "ci_high": 0.03,
-                             "mde": 0.006, "seeds": 32, "margin": 0.0075, "verdict": "better"}])  # fmt: skip
+                             "mde": 0.006, "df": 24, "seeds": 32, "margin": 0.0075,
+                             "verdict": "better"}])  # fmt: skip
     greedy = effects.assign(effect=-0.03, ci_low=-0.05, ci_high=-0.01, verdict="worse")
     row = verdict_table.factorial_rows(runs, effects, reference_gain=0.05, greedy=greedy).iloc[0]
     assert (row["greedy effect"], row["greedy ci_low"], row["greedy ci_high"]) == (-0.03, -0.05, -0.01)
@@ -317,3 +320,40 @@ def test_pass_at_k_is_shown_where_both_arms_logged_it_on_enough_seeds():
     assert np.isnan(table.iloc[1]["pass@4 effect"])  # one seed did not log it: 2 < MIN_SEEDS
     shown = cells(verdict_table.table_markdown(table))
     assert [r["pass@4 effect"] for r in shown] == ["-0.100", "n/a"]
+
+
+def test_a_greedy_effect_far_beyond_the_headline_and_an_arm_below_its_start_are_marked():
+    """dapo's row as issue 51 found it: a headline effect of -0.02 beside a greedy one of -0.14 (seven
+    times it), the arm's greedy accuracy ending below its starting model's; grpo's own greedy accuracy
+    rises, and a greedy effect on the headline's scale is no note."""
+    grpo = [0.50, 0.60, 0.55, 0.65, 0.58]
+    runs = pd.concat(
+        [
+            scores("grpo", grpo, greedy=[0.53, 0.52, 0.54, 0.53, 0.52], **{"greedy start": 0.495}),
+            scores(
+                "dapo",
+                np.subtract(grpo, [0.02, 0.021, 0.019, 0.02, 0.022]),
+                greedy=[0.39, 0.38, 0.40, 0.39, 0.39],
+                **{"greedy start": 0.495},
+            ),
+            scores(
+                "gspo",
+                np.subtract(grpo, [0.02, 0.021, 0.019, 0.02, 0.022]),
+                greedy=[0.51, 0.50, 0.52, 0.51, 0.50],
+                **{"greedy start": 0.495},
+            ),
+        ]
+    )
+    arms = [(a, "scheme", a, "grpo") for a in ("dapo", "gspo")]
+    table = verdict_table.compare(runs, arms, margin=0.007).set_index("row")
+    dapo, gspo = table.loc["dapo"], table.loc["gspo"]
+    assert dapo["greedy note"] == "greedy x7 the headline" and dapo["ends below start"]
+    assert dapo["greedy from start ci_high"] < 0
+    assert gspo["greedy note"] == "" and not gspo["ends below start"]
+    shown = cells(verdict_table.table_markdown(table.reset_index()))
+    assert shown[0]["notes"] == "greedy x7 the headline, greedy ends below the start (-0.105)"
+    assert shown[1]["notes"] == ""
+    assert verdict_table.greedy_note((0.02, 0.01, 0.03), (-0.03, -0.05, -0.02), 0.01) == (
+        "greedy beyond the margin, other way"
+    )
+    assert verdict_table.greedy_note((0.02, 0.01, 0.03), (0.07, -0.01, 0.15), 0.01) == ""  # holds 0

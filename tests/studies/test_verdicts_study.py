@@ -98,3 +98,21 @@ def test_the_table_needs_the_settings_that_fix_the_rule_and_a_small_profile_neve
     data["schemes"] = data["schemes"][data["schemes"]["seed"] < 2]
     rows = verdicts.table(data, settings=smoke).set_index("row")
     assert rows.loc["scheme_a", "protocol"] == "paired" and rows.loc["scheme_a", "verdict"] == "too few seeds"
+
+
+def test_the_table_is_one_family_under_holm_and_its_markdown_names_it(tmp_path, monkeypatch):
+    """Every row with an interval is in the family; each has its raw and adjusted word, the adjusted
+    interval at least as wide, and the markdown's caption names the family, its size and its control."""
+    monkeypatch.setenv("GRPO_LAB_FIGURES", str(tmp_path))
+    table = verdicts.table(scored(), settings=verdicts.settings("full"))
+    assert verdicts.FAMILY.control == "holm"
+    assert (table["adjusted confidence"] >= table["confidence"]).all()
+    assert (table["adjusted ci_low"] <= table["ci_low"] + 1e-12).all()
+    members = int(np.isfinite(table["p"]).sum())
+    assert members == len(table) - (table["verdict"] == "too few seeds").sum()
+    assert table.set_index("row").loc["adv_clip", "adjusted verdict"] == "better"  # a 10-se effect
+    path = verdicts.save_markdown(table, "12_verdicts_test")
+    text = path.read_text()
+    assert path.parent == tmp_path
+    assert text.startswith(f"family: every row of the verdict table ({members} comparisons); Holm")
+    assert "| adjusted verdict |" in text.splitlines()[2]
