@@ -11,14 +11,24 @@ or a longer horizon (§6.5: no method is judged by its early reward). Each row o
 - `SETTLED`: the first had not decided, the second finds no effect beyond the margin;
 - `OPEN`: the second has not decided (undecided, too few seeds), so nothing can be said yet.
 
-`matrix` reads every condition against a reference one (the base, the short horizon) and `figure`
-draws it: one row per comparison, one column per condition, the reversals framed."""
+A row's category is its verdict as the verdict table words it (`shown`); it can change while the
+change reads `HELD` (better, its size sure, to better, size unsure) or `OPEN` (decided, then not), so
+`table` marks every changed category apart from the change (`CATEGORY_CHANGED`).
 
+`matrix` reads every condition against a reference one (the base, the short horizon), `summary` says in
+words how many verdicts reversed and how many rows changed category, and `figure` draws the matrix:
+one row per comparison, one column per condition, one colour scale in score units for every column
+with the margins marked, every changed category framed in the style of its change."""
+
+import textwrap
 from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.typing import LineStyleType
+from numpy.typing import ArrayLike
 
 from grpo_lab.analysis.power import NO_DIFFERENCE, SIGN
 from grpo_lab.analysis.verdict_table import WORDS
@@ -41,15 +51,36 @@ KEYS = ["row", "kind"]
 """what identifies a comparison in both tables"""
 CARRIED = ("effect", "ci_low", "ci_high", "seeds", "margin", "verdict")
 """the columns each side brings, suffixed by its condition's name"""
-CLIP = 3.0
-"""`figure`'s colour: a cell's effect over its row's margin, clipped to +-this"""
-FRAMES = {REVERSED: "-", APPEARS: "--"}
-"""`figure` frames a cell whose verdict reversed (solid) or appeared (dashed) against the reference"""
+CATEGORY_CHANGED = "category changed"
+"""`table`'s column: whether the row's verdict reads in other words (`shown`) in the second condition"""
+SCALE_MARGINS = 2.0
+"""`figure`'s colour scale: the paired effect in score units, one scale for every column, clipped at
++-this many times the largest margin in the figure (the cells keep their numbers)"""
+FRAMES: dict[str, tuple[str, LineStyleType, float]] = {
+    REVERSED: ("black", "-", 3.0),
+    APPEARS: ("black", "--", 2.2),
+    VANISHES: ("darkviolet", ":", 2.6),
+    SETTLED: ("darkviolet", "-.", 2.0),
+    HELD: ("tab:green", "-", 1.8),
+    OPEN: ("dimgrey", (0, (4, 1, 1, 1, 1, 1)), 1.8),
+}
+"""`figure` frames every cell whose category changed against the reference, in the style (edge colour,
+line style, line width) of its change: one style per change, in the legend's order"""
+FRAME_LABELS = {
+    REVERSED: "reversed: a direction, the other one",
+    APPEARS: "appears: a direction only here",
+    VANISHES: "vanishes: a direction, then no difference",
+    SETTLED: "settled: undecided, then no difference",
+    HELD: "held: one direction, its size sure in one only",
+    OPEN: "open: decided, then undecided",
+}
+"""what each frame says in `figure`'s legend"""
 
 
 def change(before: str, after: str) -> str:
     """The change (one of `CHANGES`) from the verdict `before` to the verdict `after` (each one of
-    `power.VERDICTS`)."""
+    `power.VERDICTS`). It says nothing of a category that changed within `HELD` or `OPEN`: `table`'s
+    `CATEGORY_CHANGED` does."""
     if after in DIRECTED:
         if before in DIRECTED:
             return HELD if SIGN[before] == SIGN[after] else REVERSED
@@ -64,8 +95,8 @@ def change(before: str, after: str) -> str:
 def table(before: pd.DataFrame, after: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
     """The rows both verdict tables have (matched on `KEYS`, in `before`'s order), each side's
     `CARRIED` columns suffixed ' (<name>)' by `names` (before's, after's), and the `change` between
-    their verdicts. A row only one side has is an error: the two conditions must judge the same
-    comparisons."""
+    their verdicts, and whether the verdict's words changed (`CATEGORY_CHANGED`). A row only one side
+    has is an error: the two conditions must judge the same comparisons."""
     if names[0] == names[1]:
         raise ValueError(f"the two conditions need different names, got {names[0]!r} twice")
     sides = []
@@ -80,9 +111,9 @@ def table(before: pd.DataFrame, after: pd.DataFrame, names: tuple[str, str]) -> 
         listed = ", ".join(f"{r} ({k})" for r, k in lonely)
         raise ValueError(f"rows in one table only, so the conditions judge different comparisons: {listed}")
     joined = sides[0].merge(sides[1], on=KEYS, how="left")
-    joined["change"] = [
-        change(b, a) for b, a in zip(joined[f"verdict ({names[0]})"], joined[f"verdict ({names[1]})"])
-    ]
+    pairs = list(zip(joined[f"verdict ({names[0]})"], joined[f"verdict ({names[1]})"]))
+    joined["change"] = [change(b, a) for b, a in pairs]
+    joined[CATEGORY_CHANGED] = [shown(b) != shown(a) for b, a in pairs]
     return joined.reset_index(drop=True)
 
 
@@ -104,47 +135,176 @@ def matrix(by_condition: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def shown(verdict: str) -> str:
+    """A verdict as the verdict table words it (`analysis.verdict_table.WORDS`, else 'undecided'):
+    its category."""
+    return WORDS.get(verdict, "undecided")
+
+
 def cell(row: Mapping) -> str:
-    """A comparison's verdict in the verdict table's words (`analysis.verdict_table.WORDS`, else
-    'undecided') and its effect, e.g. 'better +0.015'."""
-    return f"{WORDS.get(row['verdict'], 'undecided')} {row['effect']:+.3f}"
+    """A comparison's verdict in the verdict table's words (`shown`) and its effect, e.g.
+    'better +0.015'."""
+    return f"{shown(row['verdict'])} {row['effect']:+.3f}"
+
+
+def summary(changed: pd.DataFrame, listed: bool = False) -> str:
+    """What `matrix` (or `table`) found, in words read from it: how many verdicts reversed (each one
+    named), then per condition how many of its rows changed category (`CATEGORY_CHANGED`); `listed`:
+    each changed row named, with its words before and after and its change. E.g. 'no verdict reversed;
+    6 of 12 rows changed category'. Never says that nothing changed where a category did."""
+    conditions = list(dict.fromkeys(changed["condition"])) if "condition" in changed else [None]
+    before, after = [c for c in changed.columns if str(c).startswith("verdict (")][:2]
+    several = len(conditions) > 1
+
+    def where(r: Mapping) -> str:
+        return f"{r['row']} ({r['kind']})" + (f" on {r['condition']}" if several else "")
+
+    flipped = changed[changed["change"] == REVERSED].to_dict("records")
+    if flipped:
+        verb = "verdict" if len(flipped) == 1 else "verdicts"
+        head = f"{len(flipped)} {verb} reversed ({', '.join(where(r) for r in flipped)})"
+    else:
+        head = "no verdict reversed"
+    parts = []
+    for condition in conditions:
+        part = changed if condition is None else changed[changed["condition"] == condition]
+        moved = part[part[CATEGORY_CHANGED].astype(bool)].to_dict("records")
+        text = f"{len(moved)} of {len(part)} " + (f"on {condition}" if several else "rows changed category")
+        if listed and moved:
+            each = (
+                f"{r['row']} ({r['kind']}) {shown(r[before])} to {shown(r[after])}, {r['change']}"
+                for r in moved
+            )
+            text += f" ({'; '.join(each)})"
+        parts.append(text)
+    return f"{head}; " + (f"rows that changed category: {', '.join(parts)}" if several else parts[0])
+
+
+def _distinct(values: ArrayLike) -> list[float]:
+    """The finite `values` in increasing order, those within rounding of one another counted once."""
+    out: list[float] = []
+    for v in sorted(float(x) for x in np.ravel(np.asarray(values, dtype=float)) if np.isfinite(x)):
+        if not out or not np.isclose(v, out[-1], rtol=1e-9, atol=0.0):
+            out.append(v)
+    return out
+
+
+def _number(x: float) -> str:
+    return f"{x:.2g}"
+
+
+def margin_words(margins: ArrayLike) -> str:
+    """The margins of a column in words: 'margin 0.0071' when one, 'margins 0.006 to 0.011' when
+    several (two significant digits), 'no margin' when none is finite."""
+    distinct = _distinct(margins)
+    if not distinct:
+        return "no margin"
+    if len(distinct) == 1:
+        return f"margin {_number(distinct[0])}"
+    return f"margins {_number(distinct[0])} to {_number(distinct[-1])}"
 
 
 def figure(by_condition: Mapping[str, pd.DataFrame], changed: pd.DataFrame, title: str) -> plt.Figure:
     """The matrix: one row per comparison of the reference (the first condition), one column per
-    condition, coloured by the effect over the row's margin (clipped to +-`CLIP`), each cell's verdict
-    word, effect and seeds written in it; a cell whose verdict reversed or appeared against the
-    reference is framed (`FRAMES`)."""
+    condition, each cell's verdict word, effect and seeds written in it (and its margin, where the
+    figure's cells have more than one). Every cell is coloured by its paired effect in score units on
+    one scale shared by every column, symmetric and clipped at +-`SCALE_MARGINS` times the largest
+    margin, so that one effect has one colour whatever its row's margin; the colour bar marks each
+    margin (a line at +-each, ticked when there are at most two), each column's label names its margin.
+    Every cell whose category changed against the reference (`CATEGORY_CHANGED` of `changed`, the
+    `matrix`) is framed in its change's style (`FRAMES`, named in the legend with how many cells each
+    frames); the title carries `summary`."""
     names = list(by_condition)
     reference = by_condition[names[0]]
     rows = [f"{r} ({k})" for r, k in zip(reference["row"], reference["kind"])]
     values = np.full((len(rows), len(names)), np.nan)
-    words = [["" for _ in names] for _ in rows]
+    margins = np.full((len(rows), len(names)), np.nan)
+    seeds: list[list[Mapping | None]] = [[None for _ in names] for _ in rows]
     for j, name in enumerate(names):
         for r in by_condition[name].to_dict("records"):
             key = f"{r['row']} ({r['kind']})"
             if key in rows:
                 i = rows.index(key)
-                values[i, j] = np.clip(r["effect"] / r["margin"], -CLIP, CLIP)
-                words[i][j] = f"{cell(r)}\n({r['seeds']} seeds)"
-    fig, ax = plt.subplots(figsize=(2.3 * len(names) + 2.5, 0.55 * len(rows) + 1.6))
-    image = ax.imshow(values, cmap="RdBu", vmin=-CLIP, vmax=CLIP, aspect="auto")
-    for i, line in enumerate(words):
-        for j, text in enumerate(line):
-            dark = np.isfinite(values[i, j]) and abs(values[i, j]) > 0.6 * CLIP  # white on the darkest cells
-            ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white" if dark else "black")
+                values[i, j], margins[i, j] = r["effect"], r["margin"]
+                seeds[i][j] = r
+    distinct = _distinct(margins.ravel())
+    if distinct:
+        vmax = SCALE_MARGINS * distinct[-1]
+        scale = f"clipped at +-{_number(vmax)} = {SCALE_MARGINS:g} x the largest margin"
+    else:
+        largest = np.nanmax(np.abs(values)) if np.isfinite(values).any() else 0.0
+        vmax = float(largest) or 1.0
+        scale = f"up to +-{_number(vmax)}, the largest effect (no margin given)"
+    several = len(distinct) > 1
+    fig_width = 2.3 * len(names) + 2.5
+    fig, ax = plt.subplots(figsize=(fig_width, 0.6 * len(rows) + 2.4))
+    image = ax.imshow(values, cmap="RdBu", vmin=-vmax, vmax=vmax, aspect="auto")
+    for i, line in enumerate(seeds):
+        for j, r in enumerate(line):
+            if r is None:
+                continue
+            below = (
+                f"{r['seeds']} seeds, margin {_number(r['margin'])}" if several else f"({r['seeds']} seeds)"
+            )
+            dark = np.isfinite(values[i, j]) and abs(values[i, j]) > 0.6 * vmax  # white on the darkest
+            ax.text(j, i, f"{cell(r)}\n{below}", ha="center", va="center", fontsize=6,
+                    color="white" if dark else "black")  # fmt: skip
+    counts = dict.fromkeys(CHANGES, 0)
+    pad = 0.04  # inside the cell, so that two framed neighbours keep two frames
     for r in changed.to_dict("records"):
         key = f"{r['row']} ({r['kind']})"
-        if r["change"] in FRAMES and key in rows:
-            i, j = rows.index(key), names.index(r["condition"])
-            frame = plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ls=FRAMES[r["change"]])
-            ax.add_patch(frame)
-    ax.set_xticks(range(len(names)), names, fontsize=8)
+        where = r.get("condition", names[-1])
+        if not r[CATEGORY_CHANGED] or key not in rows or where not in names:
+            continue
+        i, j = rows.index(key), names.index(where)
+        colour, style, width = FRAMES[r["change"]]
+        ax.add_patch(
+            Rectangle((j - 0.5 + pad, i - 0.5 + pad), 1 - 2 * pad, 1 - 2 * pad, fill=False,
+                      edgecolor=colour, linestyle=style, linewidth=width)
+        )  # fmt: skip
+        counts[r["change"]] += 1
+    labels = [f"{name}\n{margin_words(margins[:, j])}" for j, name in enumerate(names)]
+    ax.set_xticks(range(len(names)), labels, fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
-    fig.colorbar(image, ax=ax, label="effect / margin on the headline score (clipped)")
+    bar = fig.colorbar(
+        image, ax=ax, extend="both" if np.nanmax(np.abs(values), initial=0) > vmax else "neither"
+    )
+    for m in distinct:
+        for side in (-m, m):
+            bar.ax.axhline(side, color="black", linewidth=1.0, linestyle="--")
+    marked = distinct if len(distinct) <= 2 else [distinct[0], distinct[-1]]
+    ticks = sorted({-vmax, vmax, 0.0, *marked, *(-m for m in marked)})
+    bar.set_ticks(ticks, labels=[f"{t:+.2g}" if t else "0" for t in ticks])
+    bar.ax.tick_params(labelsize=7)
+    bar.set_label(
+        textwrap.fill(
+            f"paired effect on the headline score (score units), one scale for every column, {scale}; "
+            "dashed: +- the margin" + ("s" if several else ""),
+            60,
+        ),
+        fontsize=8,
+    )
+    handles = [
+        Patch(fill=False, edgecolor=FRAMES[c][0], linestyle=FRAMES[c][1], linewidth=FRAMES[c][2],
+              label=f"{FRAME_LABELS[c]} ({counts[c]})")
+        for c in FRAMES
+    ]  # fmt: skip
+    ax.legend(
+        handles=handles,
+        title=f"framed: the category changed against {names[0]} (cells)",
+        title_fontsize=7,
+        fontsize=7,
+        ncol=3 if len(names) >= 4 else 2,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.7 / (0.6 * len(rows) + 0.8)),
+        frameon=False,
+        handlelength=3,
+    )
     ax.set_title(
-        f"{title}: verdict, paired effect (seeds); framed: reversed (solid) or appeared (dashed) "
-        f"against {names[0]}",
+        textwrap.fill(
+            f"{title}: verdict, paired effect (seeds) against {names[0]}; {summary(changed)}",
+            int(14 * fig_width),
+        ),
         fontsize=8,
     )
     return fig

@@ -209,11 +209,19 @@ def figure(by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame, settings: 
 
 
 def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame) -> str:
-    """The matrix as GitHub markdown: a table of every scheme row's verdict and effect on the base and
-    on each bed, each bed's cell with its change from the base; then, per bed, its check and its full
-    verdict table in the verdict table's columns (`analysis.verdict_table.table_markdown`)."""
+    """The matrix as GitHub markdown: what changed in words (`analysis.reversals.summary`, every row
+    whose category changed named), then a table of every scheme row's verdict and effect on the base
+    and on each bed, each column's margin first, each bed's cell with its change from the base and in
+    bold where its category changed; then, per bed, its check and its full verdict table in the
+    verdict table's columns (`analysis.verdict_table.table_markdown`)."""
     beds = [b for b in by_bed if b != BASE]
-    lines = ["| row | kind | " + " | ".join([BASE, *beds]) + " |", "|" + "---|" * (len(beds) + 3)]
+    lines = [
+        "| row | kind | " + " | ".join([BASE, *beds]) + " |",
+        "|" + "---|" * (len(beds) + 3),
+        "| (margin) | | "
+        + " | ".join(reversals.margin_words(by_bed[c]["margin"]) for c in [BASE, *beds])
+        + " |",
+    ]
     for r in by_bed[BASE].to_dict("records"):
         cells = [r["row"], r["kind"], reversals.cell(r)]
         for bed in beds:
@@ -225,9 +233,16 @@ def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], ch
                 continue
             f = found.iloc[0]
             bed_row = {"verdict": f["verdict (condition)"], "effect": f["effect (condition)"]}
-            cells.append(f"{reversals.cell(bed_row)} ({f['change']})")
+            shown = reversals.cell(bed_row)
+            if f[reversals.CATEGORY_CHANGED]:
+                shown = f"**{shown}**"
+            cells.append(f"{shown} ({f['change']})")
         lines.append("| " + " | ".join(cells) + " |")
-    out = ["\n".join(lines) + "\n"]
+    said = (
+        f"Against the {BASE}: {reversals.summary(changed, listed=True)}. In bold: a verdict whose category "
+        f"changed against the {BASE}'s.\n\n"
+    )
+    out = [said + "\n".join(lines) + "\n"]
     for check in checks.to_dict("records"):
         bed = check["bed"]
         present = "present" if check["present"] else "ABSENT"

@@ -1,12 +1,13 @@
 """The scenario study's design: each bed is the study base with its own changes and nothing else, on
 every arm of the scheme study; the arms a bed's check reads are always trained; the matrix marks a
-verdict that reverses on a bed."""
+verdict that reverses on a bed, and its markdown says how many rows changed category and each bed's
+margin."""
 
 import pandas as pd
 import pytest
 
 from grpo_lab.analysis import reversals
-from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, WORSE
+from grpo_lab.analysis.power import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
 from grpo_lab.studies import scenarios, schemes
 
 
@@ -57,3 +58,27 @@ def test_the_matrix_sets_each_bed_beside_the_base_and_marks_a_reversal():
     assert set(found["condition"]) == {"sparse reward"}
     assert found.loc["dapo", "change"] == reversals.REVERSED
     assert found.loc["cispo", "change"] == reversals.VANISHES
+
+
+def test_the_matrix_markdown_says_what_changed_category_and_each_beds_margin():
+    def rows(margin, *verdicts):
+        return pd.DataFrame(
+            [
+                {"row": r, "kind": "scheme", "effect": e, "ci_low": e, "ci_high": e, "seeds": 3,
+                 "margin": margin, "verdict": v}
+                for r, e, v in verdicts
+            ]
+        )  # fmt: skip
+
+    base = (("dapo", -0.02, WORSE), ("cispo", -0.07, WORSE), ("gspo", 0.0, UNDECIDED))
+    bed = (("dapo", -0.02, WORSE), ("cispo", 0.0, NO_DIFFERENCE), ("gspo", 0.0, UNDECIDED))
+    by_bed = {scenarios.BASE: rows(0.007, *base), "sparse reward": rows(0.011, *bed)}
+    text = scenarios.matrix_markdown(pd.DataFrame(), by_bed, scenarios.matrix(by_bed))
+    said, table = text.split("\n\n", 1)
+    assert said == (
+        "Against the base: no verdict reversed; 1 of 3 rows changed category (cispo (scheme) worse to "
+        "no difference, vanishes). In bold: a verdict whose category changed against the base's."
+    )
+    assert "| (margin) | | margin 0.007 | margin 0.011 |" in table
+    assert "| cispo | scheme | worse -0.070 | **no difference +0.000** (vanishes) |" in table
+    assert "| dapo | scheme | worse -0.020 | worse -0.020 (held) |" in table
