@@ -34,7 +34,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import power, reversals, stats, verdict_table
+from grpo_lab.analysis import multiplicity, power, reversals, stats, verdict_table
 from grpo_lab.analysis.stats import seeds_shown
 from grpo_lab.comparisons import paired, scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import base, described
@@ -102,7 +102,7 @@ class Knob:
 
 
 KNOBS = (
-    Knob("learning_rate", "learning rate", (1 / 3, 1.0, 3.0), _learning_rate),
+    Knob("learning_rate", "learning rate", (1 / 9, 1 / 3, 1.0, 3.0), _learning_rate),
     Knob("clip", "clip bounds ε", (0.5, 1.0, 2.0), _clip),
     Knob("kl_coef", "KL coefficient β", (0.25, 1.0, 4.0), _kl, _has_kl),
     Knob("group_size", "group size (same completions a step)", (0.5, 1.0, 2.0), _group_size),
@@ -110,8 +110,9 @@ KNOBS = (
 """the knobs of §4.6, each scaled by its factors around the scheme's own value"""
 SMOKE_FACTORS = {"learning_rate": (1.0, 3.0)}
 """under the smoke profile: two learning rates, the other knobs at the scheme's own setting"""
-FRESH_SEEDS = 3
-"""the confirmation's seeds under the full profile (1 under the smoke profile), after the profile's own"""
+FRESH_SEEDS = 6
+"""the confirmation's seeds under the full profile (1 under the smoke profile), after the profile's own:
+the primary scheme table compares every arm at its own tuned rate on them"""
 
 
 settings = FULL.settings
@@ -319,17 +320,38 @@ def best_rates(outcomes: pd.DataFrame) -> dict[str, float]:
     return {str(s): float(t.loc[t["mean"].idxmax(), "factor"]) for s, t in by_scheme}
 
 
+def bracketed(outcomes: pd.DataFrame) -> dict[str, bool]:
+    """Scheme -> whether its best learning rate (`best_rates`) is bracketed: a rate scanned on each
+    side of it, each with a lower mean score. A best rate at either end of the scan is not: the
+    optimum may lie beyond it, and the scan must be extended before the rate is called tuned."""
+    rates = outcomes[(outcomes["knob"] == "learning_rate") & outcomes["mean"].notna()]
+    found = {}
+    for scheme, t in rates.groupby("scheme", sort=False):
+        means = t.set_index("factor")["mean"].sort_index()
+        best = means.idxmax()
+        below, above = means[means.index < best], means[means.index > best]
+        found[str(scheme)] = bool(len(below) and len(above) and below.iloc[-1] < means[best] > above.iloc[0])
+    return found
+
+
+FAMILY = multiplicity.Family("the rows of the tuned-rate table on fresh seeds", "holm")
+"""the primary scheme table's family and its error-rate control"""
+
+
 def best_rate_table(
     scored: pd.DataFrame, outcomes: pd.DataFrame, margin: float, fresh: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Each scheme row of the scheme study (`scheme_arms.arms`: against grpo and against its matched
     comparator) at the shared learning rate (every scheme at factor 1) and at each side's own best
-    rate (`best_rates`), paired on seeds against `margin`: row, kind, the best factors of both sides,
-    then effect, interval, seeds and verdict at each, and whether the verdict turns on the rate. With
-    `fresh` (the `scores` of `run_confirmation`), the same at the own best rates on the fresh seeds
-    (columns suffixed ' fresh seeds') and what becomes of the own-best verdict there (`on fresh seeds`,
-    one of `reversals.CHANGES`: an undecided fresh verdict leaves it open, neither held nor undone)."""
-    rates = best_rates(outcomes)
+    rate (`best_rates`, with whether each is `bracketed`), paired on seeds against `margin`: row, kind,
+    the best factors of both sides, then effect, interval, seeds and verdict at each, and whether the
+    verdict turns on the rate. With `fresh` (the `scores` of `run_confirmation`), the same at the own
+    best rates on the fresh seeds (columns suffixed ' fresh seeds'), the primary comparison: every arm
+    at its own tuned rate, the rate chosen on other seeds, the rows one family (`FAMILY`) with their
+    adjusted words, the greedy effect and the row's notes (`verdict_table.notes`) beside them, and what
+    becomes of the own-best verdict there (`on fresh seeds`, one of `reversals.CHANGES`: an undecided
+    fresh verdict leaves it open, neither held nor undone)."""
+    rates, tuned = best_rates(outcomes), bracketed(outcomes)
     lr = scored[scored["knob"] == "learning_rate"]
     shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
     rows = scheme_arms.arms(set(shared["label"]))
@@ -341,15 +363,20 @@ def best_rate_table(
     if fresh is not None:
         sides["fresh seeds"] = fresh.assign(label=fresh["scheme"])
     kept = ["effect", "ci_low", "ci_high", "seeds", "verdict"]
-    found = [
-        verdict_table.compare(frame, rows, margin=margin, reference_gain=learned)[
-            ["row", "kind", *kept]
-        ].rename(columns={c: f"{c} {side}" for c in kept})
-        for side, frame in sides.items()
-    ]
+    found = []
+    for side, frame in sides.items():
+        compared = verdict_table.compare(frame, rows, margin=margin, reference_gain=learned)
+        columns = kept
+        if side == "fresh seeds":
+            compared = multiplicity.adjust(compared, FAMILY)
+            compared["notes"] = [verdict_table.notes(r) for r in compared.to_dict("records")]
+            columns = [*kept, "adjusted verdict", "greedy effect", "greedy ci_low", "greedy ci_high", "notes"]
+        found.append(compared[["row", "kind", *columns]].rename(columns={c: f"{c} {side}" for c in columns}))
     table = functools.reduce(lambda left, right: left.merge(right, on=["row", "kind"]), found)
     table.insert(2, "treatment rate x", [rates[treatment] for _, _, treatment, _ in rows])
     table.insert(3, "control rate x", [rates[control] for _, _, _, control in rows])
+    table.insert(4, "treatment bracketed", [tuned[treatment] for _, _, treatment, _ in rows])
+    table.insert(5, "control bracketed", [tuned[control] for _, _, _, control in rows])
     table["turns on the rate"] = table["verdict shared"] != table["verdict own best"]
     if fresh is not None:
         table["on fresh seeds"] = list(
@@ -359,13 +386,21 @@ def best_rate_table(
 
 
 def best_rate_markdown(table: pd.DataFrame) -> str:
-    """`best_rate_table` as GitHub markdown: per row, the verdict and effect [95% CI] at the shared
-    rate and at the sides' own best rates (their factors), whether the verdict turns, and, where the
-    table has them, the own best rates on fresh seeds and what becomes of the own-best verdict there."""
+    """`best_rate_table` as GitHub markdown. Where the table has the fresh seeds, the primary comparison
+    comes first: per row, the tuned rates of both sides (and whether each is bracketed), the verdict
+    and effect [95% CI] at them on the fresh seeds, its word after the family's control (the caption
+    names it), the greedy effect and the notes; then the own-best verdict on the seeds the rates were
+    chosen on and what becomes of it, and last the verdict at the shared rate, the sensitivity at one
+    common rate, and whether it turns on the rate."""
     fresh = "verdict fresh seeds" in table
-    head = ["row", "kind", "at the shared rate", "own best rates (treatment, control)"]
-    head += ["at the own best rates", "verdict turns"]
-    head += ["at the own best rates, fresh seeds", "own best on fresh seeds"] if fresh else []
+    head = ["row", "kind", "tuned rates (treatment, control)"]
+    head += (
+        ["at the tuned rates, fresh seeds", "adjusted", "greedy effect, fresh seeds", "notes"]
+        if fresh
+        else []
+    )
+    head += ["at the tuned rates, tuning seeds"] + (["tuning verdict on fresh seeds"] if fresh else [])
+    head += ["at the shared rate (sensitivity)", "verdict turns on the rate"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     sides = ("shared", "own best", "fresh seeds") if fresh else ("shared", "own best")
     for r in table.to_dict("records"):
@@ -374,16 +409,27 @@ def best_rate_markdown(table: pd.DataFrame) -> str:
             f"[{r[f'ci_low {side}']:+.3f}, {r[f'ci_high {side}']:+.3f}], {r[f'seeds {side}']} seeds"
             for side in sides
         }
-        rates = f"x{r['treatment rate x']:.2g}, x{r['control rate x']:.2g}"
-        cells = [
-            r["row"],
-            r["kind"],
-            at["shared"],
-            rates,
-            at["own best"],
-            "yes" if r["turns on the rate"] else "no",
-        ]
+        rates = ", ".join(
+            f"x{r[f'{side} rate x']:.2g}" + ("" if r[f"{side} bracketed"] else " (not bracketed)")
+            for side in ("treatment", "control")
+        )
+        cells = [r["row"], r["kind"], rates]
         if fresh:
-            cells += [at["fresh seeds"], r["on fresh seeds"]]
+            greedy = f"{r['greedy effect fresh seeds']:+.3f} [{r['greedy ci_low fresh seeds']:+.3f}, "
+            greedy += f"{r['greedy ci_high fresh seeds']:+.3f}]"
+            adjusted = verdict_table.WORDS.get(r["adjusted verdict fresh seeds"], "undecided")
+            cells += [at["fresh seeds"], adjusted, greedy, r["notes fresh seeds"]]
+        cells.append(at["own best"])
+        if fresh:
+            cells.append(r["on fresh seeds"])
+        cells += [at["shared"], "yes" if r["turns on the rate"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    caption = ""
+    if fresh:
+        size = int(table["verdict fresh seeds"].ne(power.TOO_FEW_SEEDS).sum())
+        caption = (
+            "Primary scheme table: every arm at its own tuned learning rate (the best of the scan, chosen on "
+            "the tuning seeds, judged on fresh seeds), 60 steps; "
+            f"{FAMILY.caption(size)}. The shared-rate column is the sensitivity at one common rate.\n\n"
+        )
+    return caption + "\n".join(lines) + "\n"

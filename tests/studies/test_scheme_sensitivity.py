@@ -133,8 +133,12 @@ def test_best_rate_verdicts_beside_the_shared_rate():
     matched = table[table["kind"] == "scheme vs grpo_no_kl"].iloc[0]
     assert matched["effect own best"] == pytest.approx(0.10, abs=0.003) and matched["control rate x"] == 1.0
     text = scheme_sensitivity.best_rate_markdown(table)
-    assert "| dapo | scheme | worse: -0.048" in text and "| x3, x1 |" in text
+    assert "| dapo | scheme | x3 (not bracketed), x1 | better: +0.1" in text and "| worse: -0.048" in text
     assert table["effect shared"].notna().all()
+    # dapo's best is the scan's highest rate: its optimum may lie beyond; grpo's has a lower rate each side
+    assert scheme_sensitivity.bracketed(outcomes)["dapo"] is False
+    assert scheme_sensitivity.bracketed(outcomes)["grpo"] is True
+    assert not dapo["treatment bracketed"] and dapo["control bracketed"]
 
 
 def test_a_drop_within_the_seeds_noise_is_no_edge_and_a_crash_is_one():
@@ -158,8 +162,11 @@ def test_the_own_best_verdict_judged_again_on_fresh_seeds():
     dapo = table[(table["row"] == "dapo") & (table["kind"] == "scheme")].iloc[0]
     assert dapo["verdict own best"] == "better" and dapo["verdict fresh seeds"] == "worse"
     assert dapo["on fresh seeds"] == "reversed" and dapo["seeds fresh seeds"] == 4
+    assert dapo["adjusted verdict fresh seeds"] in ("worse", "worse, size unsure", "undecided")
     text = scheme_sensitivity.best_rate_markdown(table)
-    assert "| own best on fresh seeds |" in text and "| worse: -0.05" in text and "| reversed |" in text
+    assert text.startswith("Primary scheme table: every arm at its own tuned learning rate")
+    assert f"family: the rows of the tuned-rate table on fresh seeds ({len(table)} comparisons); Holm" in text
+    assert "| tuning verdict on fresh seeds |" in text and "| worse: -0.05" in text and "| reversed |" in text
     assert "fresh seeds" not in scheme_sensitivity.best_rate_markdown(
         scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02)
     )
