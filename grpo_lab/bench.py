@@ -16,6 +16,11 @@ peak memory: the child's high-water RSS on a CPU (model loading included, the sa
 sweep (on the embedded model by default) is also run with one worker and with the local pool, and their
 wall times compared.
 
+`arms` (`grpo-lab bench --arms ...`) instead times methods and tricks against one another on the study
+base (`comparisons.bed.base`), each arm's steps in a process of its own on one torch thread, in
+interleaved rounds, beside each step's cost by count (`analysis.step_cost`): the quiet-machine time the
+verdict table's cost sets beside its counts, never step times logged under load.
+
 A benchmark, not a test: the figures depend on the machine and on what else it runs."""
 
 import contextlib
@@ -32,11 +37,12 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
+import pandas as pd
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -63,6 +69,9 @@ OVER_BARE_BOUND = 1.2
 """the most a grpo_lab step may take relative to the bare bound's"""
 POOL_SPEEDUP = 1.7
 """the least speed-up of the local pool's sweep over one worker's"""
+ARM_SETS = ("schemes", "tricks", "leave-one-out")
+"""the named lists of arms `arm_set` gives: the scheme comparison's (grpo first), grpo and each trick
+switched on over it, and every trick on then each left out (the verdict table's trick rows)"""
 HALF_BED: dict[str, Any] = {"prompts_per_step": 4}
 """the cheaper test bed the study base is timed against: half its prompts, so each of its four
 mini-batches is one group (eight optimizer steps of 8 completions instead of 16)"""
@@ -690,4 +699,157 @@ def format_report(report: dict) -> str:
         lines.append(
             f"target {name} {bound}: measured {t['worst']:.2f} -> {'met' if t['met'] else 'NOT met'}"
         )
+    return "\n".join(lines)
+
+
+def arm_set(name: str) -> tuple[str, ...]:
+    """The arms of a named set (`ARM_SETS`), the reference first."""
+    from grpo_lab.presets import TRICKS
+
+    if name == "schemes":
+        from grpo_lab.comparisons.scheme_arms import SCHEMES
+
+        return SCHEMES
+    if name == "tricks":
+        return ("grpo", *TRICKS)
+    if name == "leave-one-out":
+        from grpo_lab.comparisons.trick_arms import ALL_ON
+
+        return (ALL_ON, *(f"-{t}" for t in TRICKS))
+    raise ValueError(f"unknown set of arms {name!r}; valid: {', '.join(ARM_SETS)}")
+
+
+def arm_configs(names: Sequence[str], profile: str = "full", **changes: Any) -> dict[str, Config]:
+    """Each arm on the study base (`comparisons.bed.base` under `profile`), then `changes`: a preset's
+    name is that method ('cispo'), a trick's (`presets.TRICKS`) that trick switched on over grpo, 'all'
+    every trick on, and '-name' every trick on but that one (`experiments.designs.ablation_points`, as
+    the verdict table's leave-one-out rows)."""
+    from grpo_lab.comparisons.bed import base
+    from grpo_lab.experiments.designs import ablation_points
+    from grpo_lab.presets import PRESETS, TRICKS
+
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"give each arm once, at least one; got {list(names)}")
+    bed = base(profile, **changes)
+    configs = {}
+    for name in names:
+        if name in PRESETS:
+            configs[name] = base(profile, name, **changes)
+        elif name in TRICKS:
+            configs[name] = bed.replace(**{**TRICKS[name], **changes})
+        elif name == "all" or (name.startswith("-") and name[1:] in TRICKS):
+            ablation = {p.label: p.config for p in ablation_points(bed, TRICKS)}
+            configs[name] = ablation[name].replace(**changes)
+        else:
+            raise ValueError(
+                f"unknown arm {name!r}; valid: a preset ({', '.join(PRESETS)}), a trick "
+                f"({', '.join(TRICKS)}), 'all' or '-' and a trick"
+            )
+    return configs
+
+
+def time_arm(config: Config, steps: int, warmup: int, threads: int) -> dict:
+    """One arm's `steps` timed steps after `warmup` (validation only outside them), in the process that
+    calls it (a fresh one: `in_own_process`) on `threads` torch threads: the times between consecutive
+    step ends, the trainer's phase medians, and the logged token counts of every step
+    (`analysis.step_cost.TOKEN_COLUMNS`)."""
+    from grpo_lab.analysis.step_cost import TOKEN_COLUMNS
+    from grpo_lab.training.trainer import train
+
+    total = steps + warmup + 1
+    clock = StepClock(total)
+    quiet: dict[str, Any] = dict(steps=total, eval_every=total + 1, val_size=1, val_samples=0, progress=False)
+    with torch_threads(threads):
+        metrics = train(config.replace(**quiet), callbacks=[clock])
+    rows = metrics.dropna(subset=["reward"])
+    phases = ["time/sample_s", "time/logprob_s", "time/train_s"]
+    return {
+        "step_s": step_seconds(clock.stamps, warmup),
+        "phases": {k.split("/")[1]: float(rows[k].iloc[warmup + 1 :].median()) for k in phases},
+        "tokens": rows[["reward", *TOKEN_COLUMNS]].to_dict("list"),
+    }
+
+
+def arms(
+    names: Sequence[str],
+    profile: str = "full",
+    rounds: int = 3,
+    steps: int = 5,
+    warmup: int = 1,
+    threads: int = 1,
+    **changes: Any,
+) -> dict:
+    """Time the arms `names` (`arm_configs`, with `changes` over every arm) side by side: in each round
+    every arm runs once with the round's seed in a process of its own (`time_arm`), in the arms' order and
+    reversed in the next round, so that load from other jobs, steady or drifting, spreads over all of
+    them. Per arm: the median step time over every round's timed steps and its ratio to the first arm's,
+    with the step's cost by count (`analysis.step_cost.step_cost` over all its rounds' steps) and its
+    FLOPs as a multiple of the first arm's."""
+    from grpo_lab.analysis import step_cost
+    from grpo_lab.models.size import model_size
+
+    if steps < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(f"need steps >= 1, rounds >= 1, warmup >= 0; got {steps}, {rounds}, {warmup}")
+    configs = arm_configs(names, profile, **changes)
+    order = list(configs)
+    raw: dict[str, list[dict]] = {name: [] for name in order}
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            raw[name].append(in_own_process(time_arm, configs[name].replace(seed=r), steps, warmup, threads))
+    costs = {}
+    for name, results in raw.items():
+        size = model_size(configs[name])
+        tokens = pd.concat([pd.DataFrame(res["tokens"]) for res in results], ignore_index=True)
+        costs[name] = step_cost.step_cost(
+            configs[name], tokens, params=size.matmul, trained_params=size.trained
+        )
+    medians = {name: _median([x for res in results for x in res["step_s"]]) for name, results in raw.items()}
+    first = order[0]
+    rows = [
+        {
+            "arm": name,
+            "step_s": medians[name],
+            "ratio": medians[name] / medians[first],
+            "phases": {
+                k: statistics.median(res["phases"][k] for res in results) for k in results[0]["phases"]
+            },
+            "cost": costs[name].to_dict(),
+            "flops_ratio": step_cost.flops_ratio(costs[name], costs[first]),
+            "cost_cell": step_cost.cost_cell(costs[name], costs[first]),
+        }
+        for name, results in raw.items()
+    ]
+    return {
+        "profile": profile,
+        "changes": changes,
+        "rounds": rounds,
+        "steps": steps,
+        "warmup": warmup,
+        "threads": threads,
+        "reference": first,
+        "rows": rows,
+        "raw_step_s": {name: [res["step_s"] for res in results] for name, results in raw.items()},
+        "environment": _environment(),
+    }
+
+
+def format_arms(report: dict) -> str:
+    """The arms' times and counts as plain text: a line per arm, its multiples of the first arm's."""
+    changes = ", ".join(f"{k}={v}" for k, v in report["changes"].items())
+    lines = [
+        f"arms on the study base ({report['profile']} profile{'; ' + changes if changes else ''}): median of "
+        f"{report['rounds']} interleaved rounds x {report['steps']} steps, {report['threads']} torch "
+        "thread(s), each arm in its own process",
+        "",
+        f"{'arm':>24} {'s/step':>8} {'time x':>7} {'fwd':>4} {'bwd':>4} {'sampled':>8} {'trained':>8} "
+        f"{'GFLOPs':>8} {'FLOPs x':>8}",
+    ]
+    for r in report["rows"]:
+        c = r["cost"]
+        lines.append(
+            f"{r['arm']:>24} {r['step_s']:8.3f} {r['ratio']:7.2f} {c['forward_passes']:4d} "
+            f"{c['backward_passes']:4d} {c['sampled_tokens']:8.0f} {c['trained_tokens']:8.0f} "
+            f"{c['flops'] / 1e9:8.3f} {r['flops_ratio']:8.2f}"
+        )
+    lines.append(f"(time x and FLOPs x: multiples of {report['reference']}'s)")
     return "\n".join(lines)

@@ -138,8 +138,18 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from grpo_lab.bench import bench, format_report, format_study_step, study_step
+    from grpo_lab.bench import arm_set, arms, bench, format_arms, format_report, format_study_step, study_step
 
+    if args.arms or args.arms_of:
+        names = args.arms or arm_set(args.arms_of)
+        overrides = dict(parse_override(s) for s in args.set)
+        threads = args.threads or 1
+        report = arms(names, args.profile, args.rounds, args.steps, args.warmup, threads, **overrides)
+        print(format_arms(report))
+        _write_json(report, args.json)
+        return 0
+    if args.set:
+        raise ValueError("--set applies to the arms of --arms or --arms-of only")
     if args.study:
         threads = args.threads or 1
         report = study_step(rounds=args.rounds, steps=args.steps, warmup=args.warmup, threads=threads)
@@ -268,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         help="'embedded', '4m' (a ~4.2M-param Llama), 'smollm2-135m' or a model directory "
         "(benchmarks/qwen_vocab_model.py builds the Qwen-vocabulary one)",
     )
-    b.add_argument("--steps", type=int, default=5, help="measured steps per system, round and beta")
+    b.add_argument("--steps", type=int, default=5, help="measured steps per system (or arm), round and beta")
     b.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     b.add_argument("--warmup", type=int, default=1, help="steps left out at the start of each measurement")
     b.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04], help="KL coefficients")
@@ -311,10 +321,36 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--pool-model", default="embedded", help="the model of that sweep")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     b.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    b.add_argument(
+    instead = b.add_mutually_exclusive_group()
+    instead.add_argument(
         "--study",
         action="store_true",
         help="instead: time the study base's step against the half batch's (interleaved, one thread)",
+    )
+    instead.add_argument(
+        "--arms",
+        nargs="+",
+        metavar="ARM",
+        help="instead: time these arms on the study base side by side, each in its own process on one "
+        "thread (unless --threads), beside their passes, tokens and FLOPs by count: presets (grpo cispo), "
+        "tricks switched on over grpo (dynamic_sampling) or 'all' tricks on; the first is the reference "
+        "(all tricks on but one, which argparse would read as an option, come with --arms-of leave-one-out)",
+    )
+    instead.add_argument(
+        "--arms-of",
+        metavar="SET",
+        help="instead: time a named set of arms as --arms does (bench.ARM_SETS: 'schemes', grpo and each "
+        "of the schemes; 'tricks', grpo and each trick on over it; 'leave-one-out', all and each left out)",
+    )
+    b.add_argument(
+        "--profile", default="full", choices=list(PROFILES), help="the study base's profile of the arms"
+    )
+    b.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config field over every arm (repeatable; --arms and --arms-of only)",
     )
     b.set_defaults(fn=_bench)
     args = parser.parse_args(argv)

@@ -126,3 +126,76 @@ def test_pool_figures(tiny_model_path):
 def test_step_seconds_leaves_out_the_warmup():
     assert step_seconds([0.0, 1.0, 3.0, 6.0], warmup=1) == [2.0, 3.0]
     assert step_seconds([0.0, 1.0], warmup=1) == []
+
+
+def test_arms_are_methods_and_tricks_on_the_study_base():
+    from grpo_lab.bench import arm_configs, arm_set
+    from grpo_lab.comparisons.bed import base
+
+    configs = arm_configs(["grpo", "cispo", "dynamic_sampling", "all", "-adv_clip"], "smoke", steps=3)
+    assert configs["cispo"] == base("smoke", "cispo", steps=3)
+    assert configs["dynamic_sampling"] == base("smoke", steps=3).replace(dynamic_sampling=True)
+    assert configs["all"].adv_clip == 2.0 and configs["all"].dynamic_sampling
+    assert configs["-adv_clip"] == configs["all"].replace(adv_clip=0.0)  # all tricks on but that one
+    assert {c.steps for c in configs.values()} == {3}
+    with pytest.raises(ValueError, match="unknown arm 'nope'; valid: a preset"):
+        arm_configs(["grpo", "nope"])
+    with pytest.raises(ValueError, match="give each arm once"):
+        arm_configs(["grpo", "grpo"])
+    assert arm_set("schemes")[0] == "grpo" and "cispo" in arm_set("schemes")
+    assert arm_set("tricks")[:2] == ("grpo", "batch_reward_norm") and arm_set("leave-one-out")[0] == "all"
+    with pytest.raises(ValueError, match="unknown set of arms 'nope'; valid: schemes, tricks"):
+        arm_set("nope")
+
+
+def test_arms_interleave_rounds_and_set_times_beside_counts(monkeypatch):
+    """Each round runs every arm once with its seed, the order reversed every other round; times are
+    medians over the rounds' steps, multiples of the first arm's, beside the counts of the same steps."""
+    from grpo_lab import bench as bench_module
+
+    calls = []
+    seconds = {"grpo": [2.0, 2.2], "cispo": [1.0, 1.2]}
+
+    def fake(fn, config, steps, warmup, threads):
+        calls.append((config.preset, config.seed, steps, warmup, threads))
+        tokens = {"reward": [0.5], "cost/sampled_tokens": [100.0], "completions/mean_length": [10.0]}
+        tokens |= {"sampling/completions": [16], "sampling/rounds": [1]}
+        phases = {"sample_s": 0.1, "logprob_s": 0.2, "train_s": 0.3}
+        return {"step_s": seconds[config.preset], "phases": phases, "tokens": tokens}
+
+    monkeypatch.setattr(bench_module, "in_own_process", fake)
+    report = bench_module.arms(["grpo", "cispo"], "smoke", rounds=3, steps=2, warmup=1)
+    assert [(name, seed) for name, seed, *_ in calls] == [
+        ("grpo", 0), ("cispo", 0), ("cispo", 1), ("grpo", 1), ("grpo", 2), ("cispo", 2)
+    ]  # fmt: skip
+    assert {tuple(c[2:]) for c in calls} == {(2, 1, 1)}  # one thread each
+    grpo, cispo = report["rows"]
+    assert grpo["step_s"] == pytest.approx(2.1) and grpo["ratio"] == 1.0
+    assert cispo["ratio"] == pytest.approx(1.1 / 2.1)
+    assert (grpo["cost"]["forward_passes"], cispo["cost"]["forward_passes"]) == (3, 2)
+    assert cispo["cost"]["sampled_tokens"] == 100.0 and cispo["cost"]["trained_tokens"] == 160.0
+    assert cispo["flops_ratio"] < 1 and cispo["cost_cell"].startswith("fwd 2/3, bwd 2/2, FLOPs x")
+    assert report["raw_step_s"]["cispo"] == [[1.0, 1.2]] * 3
+    assert "time x" in bench_module.format_arms(report)
+    with pytest.raises(ValueError, match="need steps >= 1"):
+        bench_module.arms(["grpo"], steps=0)
+
+
+@pytest.mark.slow  # two spawned processes, each importing torch and training: about 15 s
+def test_cli_bench_arms_times_each_arm_in_a_process_of_its_own(tmp_path, capsys):
+    out = tmp_path / "arms.json"
+    args = ["--profile", "smoke", "--steps", "1", "--rounds", "1", "--warmup", "0"]
+    code = main(
+        ["bench", "--arms", "grpo", "cispo", *args, "--set", "max_completion_length=6", "--json", str(out)]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert [r["arm"] for r in report["rows"]] == ["grpo", "cispo"] and report["threads"] == 1
+    assert report["changes"] == {"max_completion_length": 6}
+    for row in report["rows"]:
+        assert row["step_s"] > 0 and len(report["raw_step_s"][row["arm"]][0]) == 1
+        assert 0 < row["cost"]["trained_tokens"] <= 16 * 6  # the smoke batch of 4 x 4, at most 6 tokens
+    assert [r["cost"]["forward_passes"] for r in report["rows"]] == [3, 2]
+    printed = capsys.readouterr().out
+    assert "cispo" in printed and "FLOPs x" in printed and str(out) in printed
+    assert main(["bench", "--set", "steps=2"]) == 2  # --set goes with arms only
