@@ -32,6 +32,7 @@ from grpo_lab.analysis.power import (
     paired,
 )
 from grpo_lab.analysis.scores import GREEDY, HEADLINE, PASS_AT_4
+from grpo_lab.analysis.step_cost import StepCost
 
 MARGIN_OF_GAIN = 0.15
 """the effect of interest as a fraction of the reference's gain over the run in the headline score:
@@ -39,6 +40,9 @@ an interval inside +-margin is 'no difference', and every headline design is siz
 this fraction of the gain"""
 COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
+COUNT_COLUMNS = ("cost:forward", "cost:backward", "cost:flops", "cost:sampled", "cost:trained")
+"""the per-run columns of a step's cost by count (`count_columns`, `analysis.step_cost`): passes over the
+batch forward and backward, FLOPs, completion tokens sampled and trained"""
 ENTROPY_COLLAPSE_X = 1.5
 """a row's entropy collapses when its arm's entropy decay (`stability.entropy_decay`: the share of
 the entropy lost from the first to the last steps) is more than this multiple of the reference's,
@@ -175,10 +179,27 @@ def _ratio(arm: pd.Series, reference: pd.Series) -> float:
     return a / r if np.isfinite(a) and np.isfinite(r) and r != 0 else np.nan
 
 
-def _paired_cost(arm: pd.Series, reference: pd.Series) -> float:
-    """Geometric mean over shared seeds of the per-seed step-time ratio arm / reference."""
-    both = pd.concat({"a": arm, "r": reference}, axis=1, join="inner").dropna()
-    return float(np.exp(np.log(both["a"] / both["r"]).mean())) if len(both) else np.nan
+def count_columns(cost: StepCost) -> dict[str, float]:
+    """A step's cost by count (`analysis.step_cost.StepCost`) as the `COUNT_COLUMNS` of a run's row."""
+    values = (cost.passes.forward, cost.passes.backward, cost.flops, cost.tokens.sampled, cost.tokens.trained)
+    return dict(zip(COUNT_COLUMNS, map(float, values)))
+
+
+def counted_cost(arm: pd.DataFrame, reference: pd.DataFrame) -> tuple[float, str]:
+    """The arm's cost against the reference's by count, from their runs' `COUNT_COLUMNS` (means over
+    runs): the FLOPs multiple, the table's `cost x`, and the cell that shows it with the passes and the
+    tokens, e.g. 'FLOPs x0.88 (fwd 2/3, bwd 2/2, sampled x0.97, trained x0.97)'; NaN and 'n/a' where
+    the runs carry no counts."""
+    if not all(c in arm and c in reference for c in COUNT_COLUMNS):
+        return math.nan, "n/a"
+    a, r = (side[list(COUNT_COLUMNS)].mean() for side in (arm, reference))
+    flops = _ratio(arm["cost:flops"], reference["cost:flops"])
+    sampled = _ratio(arm["cost:sampled"], reference["cost:sampled"])
+    trained = _ratio(arm["cost:trained"], reference["cost:trained"])
+    passes = (
+        f"fwd {a['cost:forward']:g}/{r['cost:forward']:g}, bwd {a['cost:backward']:g}/{r['cost:backward']:g}"
+    )
+    return flops, f"FLOPs x{flops:.2f} ({passes}, sampled x{sampled:.2f}, trained x{trained:.2f})"
 
 
 def recommendation(verdict: str, cost: float, inert: bool) -> str:
@@ -333,7 +354,7 @@ def compare(
         headline = _paired_headline(t, c, row_margin) if rule is None else _rule_headline(t, c, rule)
         column = f"activity:{name}"  # measured where the mechanism is on: the treatment's runs
         act = float(t[column].mean()) if column in t else math.nan
-        cost = _paired_cost(t["step_s"], c["step_s"])
+        cost, counted = counted_cost(t, c)
         rows.append(
             {
                 "row": name,
@@ -345,6 +366,7 @@ def compare(
                 "mde / gain": headline.mde / learned if learned > 0 else math.nan,
                 **_stability(t, c),
                 "cost x": cost,
+                "cost counts": counted,
                 "activity": act,
                 "activity measure": ACTIVITY[name].what if name in ACTIVITY else "",
                 "recommendation": recommendation(headline.verdict, cost, act == 0),
@@ -439,7 +461,7 @@ def factorial_rows(
         on, off = runs[runs[e.factor]], runs[~runs[e.factor]]
         column = f"activity:{e.factor}"
         act = float(on[column].mean()) if column in on else math.nan
-        cost = _ratio(on["step_s"], off["step_s"])
+        cost, counted = counted_cost(on, off)
         headline = Headline(
             int(e.seeds), e.effect, e.ci_low, e.ci_high, 1 - ALPHA, e.df, e.mde, e.margin, e.verdict
         )
@@ -457,6 +479,7 @@ def factorial_rows(
                 "mde / gain": e.mde / reference_gain if reference_gain > 0 else math.nan,
                 **_stability(on, off),
                 "cost x": cost,
+                "cost counts": counted,
                 "activity": act,
                 "activity measure": ACTIVITY[e.factor].what if e.factor in ACTIVITY else "",
                 "recommendation": recommendation(e.verdict, cost, act == 0),
@@ -499,13 +522,20 @@ def table_markdown(table: pd.DataFrame) -> str:
             _signed(r.get("pass@4 effect", math.nan)),
             _cell(r["activity"]),
             stability_cell(r),
-            "n/a" if not math.isfinite(r["cost x"]) else f"x{r['cost x']:.2f}",
+            _cost_cell(r),
             WORDS.get(r["verdict"], "undecided"),
             WORDS.get(r["adjusted verdict"], "undecided") if "adjusted verdict" in r else "n/a",
             notes(r),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cost_cell(row: dict) -> str:
+    """The cost cell: the counts (`counted_cost`) and, where the quiet bench timed the arm, its time."""
+    quiet = row.get("quiet time x", math.nan)
+    timed = f"; quiet time x{quiet:.2f}" if isinstance(quiet, float) and math.isfinite(quiet) else ""
+    return f"{row.get('cost counts', 'n/a')}{timed}"
 
 
 def _interval(low: float, high: float, confidence: float) -> str:

@@ -11,12 +11,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import verdict_table
+from grpo_lab.analysis import step_cost, verdict_table
 from grpo_lab.analysis.scores import HEADLINE
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, execute, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.sweeps import collect
+from grpo_lab.models.size import model_size
 from grpo_lab.profiles import Profile
 from grpo_lab.runlog import read_config
 
@@ -57,6 +58,19 @@ def configs(result: SweepResult) -> dict[str, dict]:
     the runs that finished."""
     finished = result.runs[result.runs["status"] != "failed"]
     return {row.label: read_config(row.path) for row in finished.drop_duplicates("label").itertuples()}
+
+
+def step_counts(result: SweepResult) -> pd.DataFrame:
+    """One row per label of the finished runs with what a step of them costs by count
+    (`analysis.step_cost.by_label` over all their seeds' logged tokens, the model's weights counted by
+    `models.size.model_size`): columns `label` and `verdict_table.COUNT_COLUMNS`."""
+    found = configs(result)
+    if not found:
+        return pd.DataFrame(columns=["label", *verdict_table.COUNT_COLUMNS])
+    size = model_size(Config.from_dict(next(iter(found.values()))))
+    finished = result.metrics[result.metrics["label"].isin(list(found))]
+    costs = step_cost.by_label(finished, found, params=size.matmul, trained_params=size.trained)
+    return pd.DataFrame([{"label": label, **verdict_table.count_columns(c)} for label, c in costs.items()])
 
 
 def scores(result: SweepResult, measured: Mapping[str, Sequence[str]]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from grpo_lab.analysis.plots import project_root
 from grpo_lab.analysis.stats import effect_interval
 from grpo_lab.comparisons.bed import base as study_base
 from grpo_lab.comparisons.trick_arms import CONFLICTS
@@ -210,3 +211,28 @@ def multiples(df: pd.DataFrame, column: str = "time/step_s", confidence: float =
         point, lo, hi = effect_interval(group[column].to_numpy(), reference, "relative", confidence)
         rows.append({"label": label, "multiple": 1 + point, "lo": 1 + lo, "hi": 1 + hi, "n": len(group)})
     return pd.DataFrame(rows)
+
+
+QUIET = ("docs/bench/arms_schemes.json", "docs/bench/arms_tricks.json")
+"""the committed `grpo-lab bench --arms-of schemes|tricks --json` reports, relative to the checkout: every
+arm timed side by side with grpo in one run on a quiet machine (`bench.arms`)"""
+
+
+def quiet_multiples(paths: Sequence[str | Path] | None = None) -> pd.DataFrame:
+    """Per arm of the quiet bench reports (`QUIET` under the checkout by default; a report that is not
+    there is skipped): its step time as a multiple of the report's first arm (grpo), columns `label`,
+    `multiple`, `report`. An arm in two reports keeps the first's."""
+    rows = []
+    for path in [project_root() / p for p in QUIET] if paths is None else map(Path, paths):
+        if not Path(path).exists():
+            continue
+        report = json.loads(Path(path).read_text())
+        if report.get("reference") != BASELINE:
+            raise ValueError(
+                f"{path}: a quiet report must time every arm against {BASELINE!r}, "
+                f"not {report.get('reference')!r}"
+            )
+        rows += [
+            {"label": r["arm"], "multiple": float(r["ratio"]), "report": str(path)} for r in report["rows"]
+        ]
+    return pd.DataFrame(rows, columns=["label", "multiple", "report"]).drop_duplicates("label")

@@ -8,7 +8,7 @@ each rating this module puts the lab's measured counterpart from the verdict tab
 
 Every reading follows a rule fixed in this module's constants before any stored result was looked
 at, one small pure function per column: `performance_reading` (the headline verdict), `stability_reading`
-(the direction of the stability multiples, `stability_direction`), `cost_reading` (the step-time
+(the direction of the stability multiples, `stability_direction`), `cost_reading` (the FLOPs
 multiple), `recommendation_reading` (the stance of the table's recommendation, `lab_stance`).
 Implementation difficulty has no measured counterpart: the review means the work of building a trick
 into a distributed training framework (§4.4: dynamic group size made one team rewrite its 3D-parallel
@@ -21,7 +21,7 @@ not that work.
 comparison and `figure` draws it as a grid."""
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from textwrap import fill
 from typing import NamedTuple
 
@@ -114,16 +114,16 @@ STABILITY_AGREES = {"高": STABLER, "中": UNCHANGED, "低": LESS_STABLE, "无":
 scale, neither; 无, no effect on stability (value clipping, with no critic to act on)"""
 
 COST_HIGH = 1.5
-"""a step-time multiple above this (half a step again) is a high cost"""
+"""a FLOPs multiple above this (half a step again) is a high cost"""
 COST_BANDS: dict[str, tuple[float, float]] = {
     "极低": (0.0, 1 + COST_MARGIN),
     "低": (0.0, 1 + COST_MARGIN),
     "中": (1 + COST_MARGIN, COST_HIGH),
     "高": (COST_HIGH, math.inf),
 }
-"""per cost rating, the step-time multiples (low, high] that agree with it. The review's engineering
+"""per cost rating, the FLOPs multiples (low, high] that agree with it. The review's engineering
 cost is the work to build a trick and the compute it adds; the lab measures the compute alone (the
-verdict table's step-time multiple, `analysis.verdict_table.COST_MARGIN` the width of 'costs the same').
+verdict table's FLOPs multiple by count, `analysis.verdict_table.COST_MARGIN` the width of 'costs the same').
 极低 and 低 agree with no measurable extra time; 中 with up to half a step more (the review gives the
 learnable temperature, rated 中, 15% to 20% more compute, §4.4); 高 with more than that"""
 
@@ -309,8 +309,8 @@ def stability_reading(rating: str, direction: str) -> str:
 
 
 def cost_reading(rating: str, cost: float) -> str:
-    """A cost rating against the row's step-time multiple (`COST_BANDS`): compute is the part of the
-    review's engineering cost a run can measure. No multiple (a row without timed steps) decides
+    """A cost rating against the row's FLOPs multiple by count (`COST_BANDS`): compute is the part of the
+    review's engineering cost a run can measure. No multiple (a row without counts) decides
     nothing."""
     if not math.isfinite(cost):
         return NOT_DECIDED
@@ -406,7 +406,7 @@ def _unmeasured(trick: ReviewTrick) -> tuple[dict[str, object], dict[str, str], 
 
 
 def _read(
-    trick: ReviewTrick, source: Source, raw: dict, timed: Collection[str] | None
+    trick: ReviewTrick, source: Source, raw: dict
 ) -> tuple[dict[str, object], dict[str, str], dict[str, str]]:
     """The columns of a trick measured by the verdict-table row `raw` of `source` (`review_table`)."""
     row = _reversed(raw) if source.reverse else raw
@@ -416,7 +416,7 @@ def _read(
     shown = {
         "performance": f"{interval} {WORDS.get(row['verdict'], 'undecided')}",
         "stability": f"{direction}: {STABILITY_FIGURE.replace('_', ' ')} {variance}, {entropy_cell(row)}",
-        "cost": "n/a" if not math.isfinite(row["cost x"]) else f"x{row['cost x']:.2f}",
+        "cost": "n/a" if not math.isfinite(row["cost x"]) else f"FLOPs x{row['cost x']:.2f}",
         "recommendation": str(row["recommendation"]),
     }
     inert = _inert(row)
@@ -428,9 +428,6 @@ def _read(
             trick.ratings.recommendation, lab_stance(row["verdict"], inert)
         ),
     }
-    if timed is not None and source.row not in timed and math.isfinite(row["cost x"]):
-        shown["cost"] += " (untimed: its runs' own ratio under a shared load)"
-        readings["cost"] = NOT_DECIDED
     if inert:  # the trick never acted: nothing measured is its effect
         readings |= dict.fromkeys(("performance", "stability", "cost"), NOT_DECIDED)
     numbers = {
@@ -451,13 +448,11 @@ def _read(
     return numbers, shown, readings
 
 
-def _measured(
-    trick: ReviewTrick, verdict_table: pd.DataFrame, timed: Collection[str] | None
-) -> dict[str, object]:
+def _measured(trick: ReviewTrick, verdict_table: pd.DataFrame) -> dict[str, object]:
     """One row of `review_table`: the trick, the measured numbers, and per aspect the review's word,
     the measured text and the reading (implementation difficulty: `NOT_TESTABLE`, see the module)."""
     found = _find(verdict_table, trick.sources)
-    numbers, shown, readings = _unmeasured(trick) if found is None else _read(trick, *found, timed)
+    numbers, shown, readings = _unmeasured(trick) if found is None else _read(trick, *found)
     shown["difficulty"], readings["difficulty"] = "not measured", NOT_TESTABLE
     ratings = trick.ratings._asdict()
     cells = {}
@@ -471,7 +466,6 @@ def _measured(
 def review_table(
     verdict_table: pd.DataFrame,
     review: Sequence[ReviewTrick] = REVIEW,
-    timed: Collection[str] | None = None,
 ) -> pd.DataFrame:
     """One row per review trick, in the review's order: its name (`trick`, `term`), what implements it
     (`lab`), which verdict-table row measures it (`measured by`: the first of its `sources` the table has)
@@ -480,10 +474,8 @@ def review_table(
     for a reversed source), and per aspect of `ASPECTS` the review's word (`<aspect> review`), the
     measured counterpart as text (`<aspect> measured`) and the reading (`<aspect> reading`, one of
     `READINGS`). A trick whose row never acted (activity 0) has its measured aspects `NOT_DECIDED`.
-    `timed`: the rows the cost study times one run after the other (`studies.verdicts.timed`); another
-    row's step-time multiple is its runs' own, taken while other runs shared the cores, and decides no
-    cost (None: trust every multiple)."""
-    return pd.DataFrame([_measured(trick, verdict_table, timed) for trick in review])
+    The cost is the row's FLOPs multiple by count."""
+    return pd.DataFrame([_measured(trick, verdict_table) for trick in review])
 
 
 def _english(aspect: str, word: str) -> str:
@@ -515,12 +507,12 @@ def _sentence(row: dict, aspect: str) -> str:
         )
     if aspect == "cost":
         return (
-            f"{who} its engineering cost {rated}; {where} measures a step time x{row['cost x']:.2f} that of "
+            f"{who} its engineering cost {rated}; {where} counts FLOPs a step x{row['cost x']:.2f} those of "
             "the runs without it."
         )
     return (
         f"{who} it {rated}; {where} recommends '{row['recommendation']}' (effect {interval}, {word}; "
-        f"step time x{row['cost x']:.2f})."
+        f"FLOPs a step x{row['cost x']:.2f})."
     )
 
 

@@ -15,6 +15,7 @@ The study's settings are the scheme comparison's profile; each design's own prof
 the one table, its markdown and its figures (the table's, and the Tricks review read against it,
 `comparisons.tricks_review`)."""
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,8 @@ from grpo_lab.profiles import Profile
 FAMILY = multiplicity.Family("every row of the verdict table", "holm")
 """the table's family and its error-rate control: one family over all its rows, so that a single
 'better' among them is read as one of that many tests"""
-DESIGNS = ("schemes", "screen", "conflicts", "tricks", "cost")
-"""the designs of the table, each under its own study's settings; 'cost' is 08's timed runs, which
-give the `cost` column"""
+DESIGNS = ("schemes", "screen", "conflicts", "tricks")
+"""the designs of the table, each under its own study's settings"""
 
 
 settings = scheme_arms.settings
@@ -52,9 +52,9 @@ other designs' profiles follow from it (`profiles`); `seeds` and `steps` as the 
 
 
 def profiles(settings: Profile) -> dict[str, Profile]:
-    """The profile of each design, its own study's, so that its runs are 02's, 03's and 08's:
+    """The profile of each design, its own study's, so that its runs are 02's and 03's:
     'schemes', `settings`; 'screen', `screen.settings` (its blocks); 'conflicts' and 'tricks',
-    `trick_arms.settings` (02's runs); 'cost', `timing.settings`. The seeds and steps the notebook set
+    `trick_arms.settings` (02's runs). The seeds and steps the notebook set
     on `settings` (where they differ from the scheme comparison's own) apply to the paired designs,
     the steps to the screen."""
     own = scheme_arms.settings(settings.name)
@@ -66,7 +66,6 @@ def profiles(settings: Profile) -> dict[str, Profile]:
         "screen": screen.settings(settings.name, steps=steps),
         "conflicts": paired_settings,
         "tricks": paired_settings,
-        "cost": timing.settings(settings.name),
     }
 
 
@@ -81,7 +80,6 @@ def design(settings: Profile) -> dict[str, list[Point]]:
         "screen": screen.design(chosen["screen"]),
         "conflicts": [reference, *conflicts],
         "tricks": trick_arms.trick_points(chosen["tricks"]),
-        "cost": timing.design(chosen["cost"]),
     }
 
 
@@ -94,7 +92,7 @@ def runs(
     chosen = profiles(settings)
     over_seeds = [
         p.config.replace(seed=seed)
-        for name in ("conflicts", "tricks", "cost")
+        for name in ("conflicts", "tricks")
         for p in designs[name]
         for seed in chosen[name].seeds
     ]
@@ -109,8 +107,7 @@ def run(designs: Mapping[str, Sequence[Point]], settings: Profile, **options: An
     """Train (or load) each design in its run store: the schemes look by look under the sequential
     rule (`sequential_seeds.run`), the screen with a seed per run (`screen.run`), the conflicts (a crash is
     their outcome, not an error) and the leave-one-out over their seeds. `options` as for
-    `experiments.execute`. The cost design is timed in this process, one run after the other
-    (`timing.run`: its tidy metrics, not a `SweepResult`)."""
+    `experiments.execute`."""
     chosen = profiles(settings)
     return {
         "schemes": sequential_seeds.run(designs["schemes"], chosen["schemes"], **options),
@@ -119,21 +116,19 @@ def run(designs: Mapping[str, Sequence[Point]], settings: Profile, **options: An
             designs["conflicts"], chosen["conflicts"], may_fail=trick_arms.CONFLICTS, **options
         ),
         "tricks": paired.run(designs["tricks"], chosen["tricks"], **options),
-        "cost": timing.run(designs["cost"], chosen["cost"]),
     }
 
 
 def counts(results: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """Per design, its runs by status (`SweepResult.counts`); the cost design's timed runs."""
-    found = {name: results[name].counts() for name in DESIGNS if name != "cost"}
-    timed = results["cost"].drop_duplicates(["label", "seed"])
-    return {**found, "cost": {"timed": len(timed)}}
+    """Per design, its runs by status (`SweepResult.counts`)."""
+    return {name: results[name].counts() for name in DESIGNS}
 
 
 def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """Per design, one row per run with its scores: the paired designs' from their studies
     (`scheme_arms.scores`, `trick_arms.scores`), the screen's with its factor columns and every factor's
-    activity measure where it is on."""
+    activity measure where it is on, each run with its step's cost by count (`paired.step_counts`);
+    'quiet', the quiet bench's step-time multiples (`timing.quiet_multiples`)."""
     screened = results["screen"]
     measured = {
         label: [f for f in screen.FACTORS if bool(run[f].iloc[0]) and f in verdict_table.ACTIVITY]
@@ -141,19 +136,17 @@ def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     }
     per_run = paired.scores(screened, measured)
     factors = screen.scores(screened).rename(columns={"run": "label", "seed": "block", "run_seed": "seed"})
-    return {
+    found = {
         "schemes": scheme_arms.scores(results["schemes"]),
         "screen": factors.drop(columns=["score", "start"]).merge(per_run, on=["label", "seed"]),
         "conflicts": trick_arms.scores(results["conflicts"]),
         "tricks": trick_arms.scores(results["tricks"]),
-        "cost": timing.multiples(results["cost"]),
     }
-
-
-def timed(results: Mapping[str, Any]) -> set[str]:
-    """The rows whose step-time multiple the cost study measured (08's interleaved timing); every other
-    row's `cost x` is its runs' own ratio."""
-    return set(timing.multiples(results["cost"])["label"])
+    counted = {
+        name: frame.merge(paired.step_counts(results[name]), on="label", how="left")
+        for name, frame in found.items()
+    }
+    return {**counted, "quiet": timing.quiet_multiples()}
 
 
 def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:
@@ -178,10 +171,11 @@ def table(
     rule's decisions (`sequential_seeds.verdict_rule` under `settings`, the study's settings:
     required, as they fix the rule's looks and cap; protocol 'sequential'); under a profile too small for a
     look they are plain paired comparisons (protocol 'paired', each 'too few seeds'). The screen's rows carry
-    its main effects on greedy accuracy beside the headline ones. A row's `cost x` is the step-time multiple
-    the cost study measured for its scheme, trick or conflict (08: interleaved rounds on one thread, so the
-    machine's load cancels); a row the cost study does not time (the screen's group_reward_norm, which is
-    grpo's own advantage) keeps its runs' own ratio. The table is adjusted over its rows (`FAMILY`,
+    its main effects on greedy accuracy beside the headline ones. A row's `cost x` is its FLOPs a step as a
+    multiple of its reference's, counted from the configs and the runs' logged tokens (`cost counts` gives
+    the passes and tokens beside it), never step times logged under load; `quiet time x` is the step time
+    the quiet bench measured side by side with grpo in one run (`timing.quiet_multiples`; NaN where it
+    timed no such arm). The table is adjusted over its rows (`FAMILY`,
     `analysis.multiplicity.adjust`): each row has its raw and its adjusted word."""
     if settings is None:
         raise ValueError(
@@ -222,11 +216,13 @@ def table(
             )
         )
     rows = pd.concat(parts, ignore_index=True)
-    timed = scored["cost"].set_index("label")["multiple"]
-    # 08 times each scheme against grpo; a matched row's own ratio is against its matched comparator
-    matched = {kind for _, kind, _, control in scheme_rows if control != scheme_arms.REFERENCE}
-    rows["cost x"] = [
-        c if k in matched else timed.get(r, c) for r, k, c in zip(rows["row"], rows["kind"], rows["cost x"])
+    quiet = scored["quiet"].set_index("label")["multiple"] if "quiet" in scored else pd.Series(dtype=float)
+    controls = {(name, kind): control for name, kind, _, control in [*scheme_rows, *conflict_rows]}
+    rows["quiet time x"] = [
+        quiet.get(r, math.nan) / quiet.get(controls.get((r, k), scheme_arms.REFERENCE), math.nan)
+        if k != "trick" or p == "factorial screen"
+        else math.nan
+        for r, k, p in zip(rows["row"], rows["kind"], rows["protocol"])
     ]
     return multiplicity.adjust(rows, FAMILY)
 
@@ -251,6 +247,6 @@ def figure_review(reviewed: pd.DataFrame, settings: Profile) -> plt.Figure:
     chosen = profiles(settings)
     runs = (
         f"{settings.name} profile: {settings.steps}-step paired runs, {chosen['screen'].steps}-step "
-        f"screen, step time over {len(chosen['cost'].seeds)} rounds of the cost study"
+        "screen, cost as FLOPs a step by count"
     )
     return tricks_review.figure(reviewed, runs)

@@ -8,12 +8,18 @@ import pytest
 from grpo_lab.analysis import sequential, verdict_table
 
 
-def scores(label, score, step_s=1.0, start=0.3, **extra):
-    """One row per seed of hand-made run scores; every run starts at `start` (before any update)."""
+def scores(label, score, flops=1.0, start=0.3, **extra):
+    """One row per seed of hand-made run scores; every run starts at `start` (before any update), and a
+    step costs `flops` FLOPs by count (three forward and two backward passes over 100 tokens)."""
     n = len(score)
-    base = {"label": label, "seed": range(n), "score": score, "start": start, "step_s": step_s}
+    base = {"label": label, "seed": range(n), "score": score, "start": start, "step_s": 1.0, **counts(flops)}
     figures = {k: 1.0 for k in verdict_table.STABILITY_COLUMNS}
     return pd.DataFrame({**base, **figures, **extra})
+
+
+def counts(flops) -> dict:
+    """The `COUNT_COLUMNS` of runs whose step costs `flops` FLOPs."""
+    return dict(zip(verdict_table.COUNT_COLUMNS, (3.0, 2.0, flops, 100.0, 100.0)))
 
 
 def cells(text: str) -> list[dict[str, str]]:
@@ -30,7 +36,7 @@ def test_a_scheme_row_is_paired_on_seeds():
         pd.concat(
             [
                 scores("grpo", [0.50, 0.60, 0.55, 0.65]),
-                scores("fast", [0.60, 0.71, 0.64, 0.76], step_s=2.0, **{"activity:fast": 0.1}),
+                scores("fast", [0.60, 0.71, 0.64, 0.76], flops=2.0, **{"activity:fast": 0.1}),
             ]
         ),
         [("fast", "scheme", "fast", "grpo")],
@@ -94,7 +100,7 @@ def test_the_screen_rows_read_the_main_effects_and_compare_runs_with_the_factor_
         {
             "label": ["r1", "r2", "r3", "r4"],
             "adv_clip": [True, True, False, False],
-            "step_s": [2.0, 2.0, 1.0, 1.0],
+            **counts([2.0, 2.0, 1.0, 1.0]),
             "activity:adv_clip": [0.1, 0.3, float("nan"), float("nan")],
             **{
                 k: [2.0, 2.0, 1.0, 1.0] if k == "grad_spikes" else [1.0] * 4

@@ -3,6 +3,7 @@ budget as a module constant, and the studies that share runs ask for the same co
 designs are 03's and 02's, so their runs stay shared through the store."""
 
 import inspect
+import math
 
 import numpy as np
 import pandas as pd
@@ -243,30 +244,42 @@ def test_your_task_designs_the_example_task_by_default():
     assert [p.label for p in chosen] == ["grpo", "gspo"]
 
 
-def test_the_verdict_table_takes_each_rows_cost_from_the_cost_study(monkeypatch):
-    """A scheme's cost is the cost study's interleaved multiple, not its runs' logged step times (which
-    the machine's load moves); a row the cost study does not time keeps its runs' ratio."""
+def test_the_verdict_table_counts_each_rows_cost_and_never_reads_logged_step_times(monkeypatch):
+    """A row's cost is its FLOPs a step by count against its reference's, not its runs' logged step
+    times (which the machine's load moves); the quiet bench's multiple stands beside it."""
 
-    def run_scores(label, score, step_s):
+    def run_scores(label, score, step_s, flops):
         figures = {k: 1.0 for k in verdict_table.STABILITY_COLUMNS}
+        counted = {"cost:forward": 2.0, "cost:backward": 2.0, "cost:flops": flops, "cost:sampled": 50.0,
+                   "cost:trained": 50.0}  # fmt: skip
         return pd.DataFrame(
-            {"label": label, "seed": range(3), "score": score, "start": 0.1, "step_s": step_s, **figures}
-        )
+            {"label": label, "seed": range(3), "score": score, "start": 0.1, "step_s": step_s, **figures,
+             **counted}
+        )  # fmt: skip
 
     monkeypatch.setattr(screen, "main_effects", lambda scored, margin, **options: pd.DataFrame())
     monkeypatch.setattr(verdict_table, "factorial_rows", lambda *a, **k: pd.DataFrame())
     conflict = next(iter(ablations.CONFLICTS))
     scored = {
         "schemes": pd.concat(
-            [run_scores("grpo", [0.2, 0.21, 0.22], 1.0), run_scores("scheme_a", [0.2, 0.2, 0.2], 3.0)]
+            [
+                run_scores("grpo", [0.2, 0.21, 0.22], 1.0, 10.0),
+                run_scores("scheme_a", [0.2, 0.2, 0.2], 3.0, 11.0),
+            ]
         ),
         "screen": pd.DataFrame(columns=["seed", "block", "greedy"]),
         "conflicts": pd.concat(
-            [run_scores("grpo", [0.2, 0.21, 0.22], 1.0), run_scores(conflict, [0.1, 0.1, 0.12], 2.0)]
+            [
+                run_scores("grpo", [0.2, 0.21, 0.22], 1.0, 10.0),
+                run_scores(conflict, [0.1, 0.1, 0.12], 2.0, 10.0),
+            ]
         ),
         "tricks": pd.DataFrame(columns=["label"]),
-        "cost": pd.DataFrame({"label": ["grpo", "scheme_a"], "multiple": [1.0, 1.1]}),
+        "quiet": pd.DataFrame({"label": ["grpo", "scheme_a"], "multiple": [1.0, 1.05]}),
     }
     table = verdicts.table(scored, settings=verdicts.settings("full")).set_index("row")
-    assert table.loc["scheme_a", "cost x"] == pytest.approx(1.1)
-    assert table.loc[conflict, "cost x"] == pytest.approx(2.0)
+    assert table.loc["scheme_a", "cost x"] == pytest.approx(1.1)  # not the logged x3
+    assert table.loc["scheme_a", "quiet time x"] == pytest.approx(1.05)
+    assert table.loc[conflict, "cost x"] == pytest.approx(1.0) and math.isnan(
+        table.loc[conflict, "quiet time x"]
+    )

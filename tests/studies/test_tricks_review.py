@@ -319,16 +319,13 @@ def test_the_leave_one_out_is_read_before_the_screen_and_the_conflict_before_bot
     )
 
 
-def test_a_cost_the_cost_study_did_not_time_decides_nothing():
-    timed = tricks_review.review_table(constructed(), timed={"grpo_no_kl"}).set_index("trick")
-    assert (
-        timed.loc["fixed KL penalty", "cost reading"] == tricks_review.DISAGREE
-    )  # timed: x1.25 against 极低
-    length = timed.loc["length normalization"]
-    assert length["cost reading"] == tricks_review.NOT_DECIDED and "untimed" in length["cost measured"]
-    assert not any(
-        "length normalization" in s and "engineering cost" in s
-        for s in tricks_review.disagreements(timed.reset_index())
+def test_the_cost_is_read_as_the_rows_flops_multiple():
+    reviewed = tricks_review.review_table(constructed()).set_index("trick")
+    kl = reviewed.loc["fixed KL penalty"]
+    assert kl["cost reading"] == tricks_review.DISAGREE and kl["cost measured"] == "FLOPs x1.25"  # 极低
+    assert any(
+        "fixed KL penalty" in s and "counts FLOPs a step x1.25" in s
+        for s in tricks_review.disagreements(reviewed.reset_index())
     )
 
 
@@ -358,7 +355,7 @@ def test_each_disagreement_is_one_sentence_with_its_numbers():
     assert all(s.endswith(".") and s.count(". ") == 0 for s in sentences)
     assert (
         "fixed KL penalty (固定KL惩罚): the review rates its engineering cost 极低 (very low); the lab's row "
-        "grpo_no_kl (sequential, 3 seeds, reversed) measures a step time x1.25 that of the runs without it."
+        "grpo_no_kl (sequential, 3 seeds, reversed) counts FLOPs a step x1.25 those of the runs without it."
     ) in sentences
     assert any("performance gain 高 (high)" in s and "+0.001 [-0.004, +0.006]" in s for s in sentences)
     assert any("training stability 中 (medium)" in s and "reward variance x0.50" in s for s in sentences)
@@ -394,26 +391,33 @@ def test_the_figure_colours_each_cell_by_its_reading_and_names_the_runs():
 FIGURES = dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)
 
 
-def runs(label: str, score, step_s: float = 1.0) -> pd.DataFrame:
-    """One row per seed of hand-made run scores, each starting at 0.3."""
+def runs(label: str, score, flops: float = 1.0) -> pd.DataFrame:
+    """One row per seed of hand-made run scores, each starting at 0.3, with a step's cost by count
+    (`flops` FLOPs, the passes and tokens of grpo's step)."""
     score = np.asarray(score, dtype=float)
     return pd.DataFrame(
         {"label": label, "seed": range(len(score)), "score": score, "start": 0.3, "greedy": score - 0.1,
-         "step_s": step_s, **FIGURES}
+         "step_s": 1.0, **FIGURES, **counts(flops)}
     )  # fmt: skip
+
+
+def counts(flops) -> dict:
+    """The `COUNT_COLUMNS` of runs whose step costs `flops` (one value or one per run)."""
+    return {"cost:forward": 3.0, "cost:backward": 2.0, "cost:flops": flops, "cost:sampled": 100.0,
+            "cost:trained": 100.0}  # fmt: skip
 
 
 def scored() -> dict[str, pd.DataFrame]:
     """grpo over 9 seeds and grpo_no_kl 0.05 below it; the screen's 32 runs, length normalization adding
     0.03; the batch-norm conflict as grpo; the leave-one-out of length normalization, no different;
-    the cost study's multiples of length normalization and dynamic group size."""
+    length normalization's leave-one-out and dynamic group size costing 1.02 and 1.8 times the FLOPs."""
     rng = np.random.default_rng(0)
     grpo = 0.35 + 0.01 * np.arange(9)
     x = factorial_matrix(screen.FACTORS) > 0
     screened = x.reset_index(drop=True).assign(
         label=[f"r{i:02d}" for i in range(32)], block=0, seed=range(32),
         score=0.35 + 0.03 * x["length_norm"].to_numpy() + 0.002 * rng.standard_normal(32), start=0.3,
-        step_s=1.0, **FIGURES,
+        step_s=1.0, **FIGURES, **counts(1 + 0.8 * x["dynamic_group_size"].to_numpy()),
     )  # fmt: skip
     screened["greedy"] = screened["score"] - 0.1
     conflict, no_kl = "batch norm on group norm", grpo - 0.05 + 0.002 * rng.standard_normal(9)
@@ -421,9 +425,8 @@ def scored() -> dict[str, pd.DataFrame]:
         "schemes": pd.concat([runs("grpo", grpo), runs("grpo_no_kl", no_kl)]),
         "screen": screened,
         "conflicts": pd.concat([runs("grpo", grpo[:3]), runs(conflict, grpo[:3] + [0.001, -0.001, 0])]),
-        "tricks": pd.concat([runs("all", grpo[:3]), runs("-length_norm", grpo[:3] + [0.001, -0.001, 0])]),
-        "cost": pd.DataFrame(
-            {"label": ["grpo", "length_norm", "dynamic_group_size"], "multiple": [1.0, 1.02, 1.8]}
+        "tricks": pd.concat(
+            [runs("all", grpo[:3], 1.02), runs("-length_norm", grpo[:3] + [0.001, -0.001, 0])]
         ),
     }  # fmt: skip
 

@@ -15,13 +15,14 @@ FIGURES = dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)
 """every stability figure of a hand-made run"""
 
 
-def runs(label: str, score, greedy=None, step_s: float = 1.0) -> pd.DataFrame:
-    """One row per seed of hand-made run scores, each starting at 0.3."""
+def runs(label: str, score, greedy=None, flops: float = 1.0) -> pd.DataFrame:
+    """One row per seed of hand-made run scores, each starting at 0.3, a step costing `flops` FLOPs."""
     score = np.asarray(score, dtype=float)
     greedy = score - 0.1 if greedy is None else np.asarray(greedy, dtype=float)
     return pd.DataFrame(
         {"label": label, "seed": range(len(score)), "score": score, "start": 0.3, "greedy": greedy,
-         "step_s": step_s, **FIGURES}
+         "step_s": 1.0, **FIGURES, "cost:forward": 3.0, "cost:backward": 2.0, "cost:flops": flops,
+         "cost:sampled": 100.0, "cost:trained": 100.0}
     )  # fmt: skip
 
 
@@ -44,12 +45,15 @@ def scored() -> dict[str, pd.DataFrame]:
     conflict = next(iter(ablations.CONFLICTS))
     return {
         "schemes": pd.concat(
-            [runs("grpo", grpo), runs("scheme_a", grpo[:6] - 0.05 + [0, 0.004, -0.003, 0.002, 0, -0.002])]
+            [
+                runs("grpo", grpo),
+                runs("scheme_a", grpo[:6] - 0.05 + [0, 0.004, -0.003, 0.002, 0, -0.002], flops=1.1),
+            ]
         ),
         "screen": screened(),
         "conflicts": pd.concat([runs("grpo", grpo[:3]), runs(conflict, grpo[:3] - [0.1, 0.12, 0.09])]),
         "tricks": pd.DataFrame(columns=["label"]),
-        "cost": pd.DataFrame({"label": ["grpo", "scheme_a"], "multiple": [1.0, 1.1]}),
+        "quiet": pd.DataFrame({"label": ["grpo", "scheme_a"], "multiple": [1.0, 1.3]}),
     }
 
 
@@ -69,7 +73,8 @@ def test_the_scheme_rows_are_the_sequential_rules_decisions_at_their_last_look()
     assert (row["ci_low"], row["ci_high"], row["confidence"]) == pytest.approx(
         (look.low, look.high, 1 - look.level)
     )
-    assert row["cost x"] == pytest.approx(1.1)
+    assert row["cost x"] == pytest.approx(1.1) and row["quiet time x"] == pytest.approx(1.3)
+    assert row["cost counts"] == "FLOPs x1.10 (fwd 3/3, bwd 2/2, sampled x1.00, trained x1.00)"
     # one margin everywhere: the screen's rows and the conflicts' are judged against grpo's gain too
     np.testing.assert_allclose(table["margin"], margin)
     np.testing.assert_allclose(table["gain"], verdict_table.gain(grpo))
