@@ -7,10 +7,17 @@ step 0 so that the curves show when a run turns. Each verdict is then set beside
 (notebook 03's runs; `analysis.reversals`), and whether the early training reward predicts the end
 is read on these runs.
 
+The verdict table's rows are one family of comparisons (`FAMILY`, Holm's control of the family-wise error
+rate, `analysis.multiplicity`): each row shows its raw word (the sequential rule's interval) beside the
+word of that interval at its Holm level, and the markdown's caption names the family. Holm, as for the
+verdict table of notebook 12 whose rows these are at another horizon: its words are read one claim at a
+time (this scheme is worse than grpo at the long horizon), so a single false one is the error to bound.
+The rows at 60 steps (`by_horizon`'s first table) are notebook 03's, whose family is notebook 12's.
+
 - `settings` / `design` / `runs` / `run`: the profile of the stored pilot's horizon, the scheme
   study's design there, its runs under the sequential rule;
-- `table`, `figure` (the forest plot), `figure_curves`, `by_horizon` (for
-  `analysis.reversals.matrix`), `early_versus_final`."""
+- `table` (adjusted over its rows), `markdown` / `save_markdown`, `figure` (the forest plot),
+  `figure_curves`, `by_horizon` (for `analysis.reversals.matrix`), `early_versus_final`."""
 
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,7 +28,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import horizon as trajectories
-from grpo_lab.analysis import plots
+from grpo_lab.analysis import multiplicity, plots, verdict_table
 from grpo_lab.analysis.scores import GREEDY, HEADLINE
 from grpo_lab.comparisons import horizon_pilot, scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import described
@@ -37,6 +44,8 @@ EVAL_EVERY = 25
 late"""
 CURVES = (HEADLINE.metric, GREEDY.metric, "val/pass@4", "entropy", "kl/exact", "completions/mean_length")
 """the curves drawn per scheme"""
+FAMILY = multiplicity.Family("every row of the long-horizon verdict table", "holm")
+"""the table's family and its error-rate control (module doc)"""
 
 
 def settings(profile: str, seeds: Sequence[int] | None = None, steps: int | None = None) -> Profile:
@@ -95,8 +104,21 @@ def run(points: Sequence[Point], settings: Profile, **options: Any) -> SweepResu
 
 def table(result: SweepResult, settings: Profile) -> pd.DataFrame:
     """The verdict rows at the horizon (`sequential_seeds.rule_table`: the sequential rule against grpo's own
-    gain at this horizon)."""
-    return sequential_seeds.rule_table(result, settings)
+    gain at this horizon), adjusted over its rows (`FAMILY`, `analysis.multiplicity.adjust`): each row has its
+    raw and its adjusted word."""
+    return multiplicity.adjust(sequential_seeds.rule_table(result, settings), FAMILY)
+
+
+def markdown(verdict_rows: pd.DataFrame) -> str:
+    """The table as GitHub markdown (`analysis.verdict_table.table_markdown`: the raw and the adjusted
+    verdict) under its family's caption line (`FAMILY`)."""
+    caption = FAMILY.caption(multiplicity.family_size(verdict_rows))
+    return f"{caption}\n\n{verdict_table.table_markdown(verdict_rows)}"
+
+
+def save_markdown(verdict_rows: pd.DataFrame, name: str) -> Path:
+    """Write `markdown` next to the figure `name` (`plots.save_markdown`)."""
+    return plots.save_markdown(markdown(verdict_rows), name)
 
 
 def figure(verdict_table: pd.DataFrame, settings: Profile) -> plt.Figure:

@@ -22,9 +22,19 @@ study's sequential rule against the bed's own grpo gain. The verdict matrix sets
 base's (notebook 03's runs) with the change between them (`analysis.reversals`): the Evaluation guide's
 "rankings can reverse between environments", measured.
 
+The matrix's bed cells are one family of comparisons (`FAMILY`, Holm's control of the family-wise error
+rate, `analysis.multiplicity`): with 4 beds of 12 rows, a 'better' that appears on one bed is one word
+among 48, so every bed cell shows its raw word (its own interval) and, where it differs, the word of its
+interval at its Holm level ('worse → undecided'). One family over every bed rather than one per bed,
+because the matrix is read across the beds (a verdict that appears or reverses on one of them is chosen
+from all 48 cells); Holm rather than Benjamini-Hochberg because those words are read one at a time (this
+scheme reverses on that bed), so a single false one is the error to bound. The base column is notebook
+03's rows, which are not chosen here: their family is the verdict table's (notebook 12), and the matrix
+shows their raw words. The changes against the base are read from the raw words, as the figure draws them.
+
 - `settings` / `design` / `runs` / `run`: the profile of `FULL`, one scheme design per bed;
-- `presence`: the problem-present checks; `tables`: each bed's verdict table; `matrix`: every scheme
-  row on the base and on each bed, with its change from the base;
+- `presence`: the problem-present checks; `tables`: each bed's verdict table, adjusted over every bed
+  (`adjusted`); `matrix`: every scheme row on the base and on each bed, with its change from the base;
 - `figure_presence`, `figure` (the matrix), `matrix_markdown` (written next to the matrix's figure)."""
 
 import textwrap
@@ -36,7 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import problems, reversals, verdict_table
+from grpo_lab.analysis import multiplicity, problems, reversals, verdict_table
 from grpo_lab.analysis.problems import Presence
 from grpo_lab.comparisons import scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import described
@@ -52,6 +62,10 @@ MATCHED = "grpo_no_kl"
 the check compares the normalizations alone (grpo against dr_grpo also compares a KL term with none)"""
 BASE = "base"
 """the column of the study base (notebook 03's runs) in the matrix"""
+FAMILY = multiplicity.Family(
+    "every scheme row on every bed of the matrix, the base column not among them", "holm"
+)
+"""the matrix's family of comparisons and its error-rate control (module doc)"""
 
 
 def _length_bias(metrics: pd.DataFrame) -> Presence:
@@ -163,11 +177,30 @@ def tables(
 ) -> dict[str, pd.DataFrame]:
     """The verdict table of the base (notebook 03's runs, under its own settings) and of every bed
     (`sequential_seeds.rule_table`: each scheme against grpo and against its matched comparator, decided by
-    the scheme study's sequential rule against `MARGIN_OF_GAIN` times that bed's own grpo gain)."""
+    the scheme study's sequential rule against `MARGIN_OF_GAIN` times that bed's own grpo gain), the beds'
+    adjusted over all their rows as one family (`adjusted`); the base's as they are."""
+    beds = {name: sequential_seeds.rule_table(result, settings) for name, result in results.items()}
+    return {BASE: sequential_seeds.rule_table(base, base_settings), **adjusted(beds)}
+
+
+def adjusted(by_bed: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Every bed's verdict table (any `BASE` among them left as it is) adjusted over the rows of all the
+    beds together, one family (`FAMILY`, `analysis.multiplicity.adjust`): each row gets its `p`,
+    `adjusted confidence`, `adjusted ci_low` / `adjusted ci_high` and `adjusted verdict`."""
+    beds = [name for name in by_bed if name != BASE]
+    if not beds:
+        return dict(by_bed)
+    together = pd.concat([by_bed[name].assign(bed=name) for name in beds], ignore_index=True)
+    done = multiplicity.adjust(together, FAMILY)
     return {
-        BASE: sequential_seeds.rule_table(base, base_settings),
-        **{name: sequential_seeds.rule_table(result, settings) for name, result in results.items()},
+        name: table if name == BASE else done[done["bed"] == name].drop(columns="bed").reset_index(drop=True)
+        for name, table in by_bed.items()
     }
+
+
+def family_size(by_bed: Mapping[str, pd.DataFrame]) -> int:
+    """The comparisons in the matrix's family: the beds' rows with a p-value (`adjusted`)."""
+    return sum(multiplicity.family_size(table) for name, table in by_bed.items() if name != BASE)
 
 
 def matrix(by_bed: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -209,11 +242,15 @@ def figure(by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame, settings: 
 
 
 def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], changed: pd.DataFrame) -> str:
-    """The matrix as GitHub markdown: what changed in words (`analysis.reversals.summary`, every row
-    whose category changed named), then a table of every scheme row's verdict and effect on the base
-    and on each bed, each column's margin first, each bed's cell with its change from the base and in
-    bold where its category changed; then, per bed, its check and its full verdict table in the
-    verdict table's columns (`analysis.verdict_table.table_markdown`)."""
+    """The matrix as GitHub markdown: its family's caption line (`FAMILY`; the beds of `by_bed` are
+    adjusted here where `tables` has not), what changed in words (`analysis.reversals.summary`, every row
+    whose category changed named), then a table of every scheme row's verdict and effect on the base and
+    on each bed, each column's margin first, each bed's cell with its raw word and, where it differs, its
+    adjusted one ('worse → undecided'), its change from the base and in bold where its category changed;
+    then, per bed, its check and its full verdict table in the verdict table's columns, raw and adjusted
+    verdict (`analysis.verdict_table.table_markdown`)."""
+    if any("adjusted verdict" not in t for name, t in by_bed.items() if name != BASE):
+        by_bed = adjusted(by_bed)
     beds = [b for b in by_bed if b != BASE]
     lines = [
         "| row | kind | " + " | ".join([BASE, *beds]) + " |",
@@ -232,17 +269,24 @@ def matrix_markdown(checks: pd.DataFrame, by_bed: Mapping[str, pd.DataFrame], ch
                 cells.append("n/a")
                 continue
             f = found.iloc[0]
-            bed_row = {"verdict": f["verdict (condition)"], "effect": f["effect (condition)"]}
-            shown = reversals.cell(bed_row)
+            own = by_bed[bed][(by_bed[bed]["row"] == r["row"]) & (by_bed[bed]["kind"] == r["kind"])]
+            raw = reversals.shown(f["verdict (condition)"])
+            after = reversals.shown(own["adjusted verdict"].iloc[0]) if len(own) else raw
+            shown = f"{multiplicity.raw_and_adjusted(raw, after)} {f['effect (condition)']:+.3f}"
             if f[reversals.CATEGORY_CHANGED]:
                 shown = f"**{shown}**"
             cells.append(f"{shown} ({f['change']})")
         lines.append("| " + " | ".join(cells) + " |")
+    caption = (
+        f"{FAMILY.caption(family_size(by_bed))}. A bed's cell gives its raw word, then '→ adjusted' where "
+        f"that differs; the {BASE} column's words are raw (notebook 03's rows, whose family is notebook 12's "
+        "verdict table).\n\n"
+    )
     said = (
         f"Against the {BASE}: {reversals.summary(changed, listed=True)}. In bold: a verdict whose category "
-        f"changed against the {BASE}'s.\n\n"
+        f"changed against the {BASE}'s (changes read from the raw words).\n\n"
     )
-    out = [said + "\n".join(lines) + "\n"]
+    out = [caption + said + "\n".join(lines) + "\n"]
     for check in checks.to_dict("records"):
         bed = check["bed"]
         present = "present" if check["present"] else "ABSENT"

@@ -2,10 +2,11 @@
 shared with the scheme study) and its changes, relative robustness, crashes, figure and tables on
 hand-made scores."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import power, verdict_table
+from grpo_lab.analysis import multiplicity, power, robustness, verdict_table
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.experiments import SweepResult
 from grpo_lab.studies import fault_injection, fault_robustness, schemes
@@ -103,3 +104,110 @@ def test_crashes_figure_and_tables():
     fig = fault_robustness.figure(changed, margin, FULL)
     assert len(fig.axes) == 1 and "4 paired seeds" in fig._suptitle.get_text()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["grpo_no_kl", "dapo", "grpo"]
+
+
+DIRECTED = set(power.SIGN)
+"""the words that say a direction"""
+NULL_CONDITIONS = [f"reward_flip=0.{i}" for i in range(1, 9)]
+
+
+def null_scores(seeds: int = 3, rng_seed: int = 2) -> pd.DataFrame:
+    """Hand-made run scores where no fault and no scheme does anything: every run scores 0.5 plus
+    noise of sd 0.02, three schemes clean and under eight conditions (24 rows in each table). Under
+    `rng_seed` 2, a few rows of each table say a direction by chance."""
+    rng = np.random.default_rng(rng_seed)
+    rows = []
+    for scheme in ("grpo", "dapo", "grpo_no_kl"):
+        for condition in [CLEAN_CONDITION, *NULL_CONDITIONS]:
+            clean = condition == CLEAN_CONDITION
+            for seed in range(seeds):
+                rows.append(
+                    {"label": f"{scheme}, {condition}", "seed": seed,
+                     "score": 0.5 + 0.02 * rng.standard_normal(), "start": 0.1, "step_s": 1.0,
+                     "scheme": scheme, "fault": "none" if clean else "fault_reward_flip", "level": "x",
+                     "condition": condition, **dict.fromkeys(verdict_table.STABILITY_COLUMNS, 1.0)}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_null_rows_that_say_a_direction_by_chance_do_not_after_adjustment():
+    """Nothing acts, yet each table's raw 95% intervals give a few directional words; its control
+    over its 24 rows (Benjamini-Hochberg for the changes, Holm for the relative rows) gives none."""
+    frame = null_scores()
+    margin = fault_robustness.margin(frame)
+    changed = fault_robustness.changes(frame, margin)
+    compared = fault_robustness.relative(frame, margin)
+    for table in (changed, compared):
+        assert len(table) == multiplicity.family_size(table) == 24
+        assert table["verdict"].isin(DIRECTED).sum() >= 2  # chance alone
+        assert not table["adjusted verdict"].isin(DIRECTED).any()
+        assert (table["adjusted lo"] <= table["lo"] + 1e-12).all()
+        assert (table["adjusted hi"] >= table["hi"] - 1e-12).all()
+    families = (fault_robustness.CHANGES_FAMILY, fault_robustness.RELATIVE_FAMILY)
+    assert [f.control for f in families] == ["bh", "holm"]
+    text = fault_robustness.markdown(changed, compared, fault_robustness.crashes(_all_loaded(frame)))
+    raw_only = [r for r in compared.to_dict("records") if r["verdict"] in DIRECTED]
+    r = raw_only[0]
+    assert f"| {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] | " in text
+    assert f"| {r['verdict']} | undecided |" in text  # the raw word beside the adjusted one
+
+
+def _all_loaded(frame: pd.DataFrame) -> SweepResult:
+    runs = frame.drop_duplicates(["label", "seed"])[["label", "seed", *fault_robustness.COLUMNS]]
+    return SweepResult(frame, runs.assign(status="loaded"))
+
+
+def test_each_table_s_caption_names_its_family_and_control():
+    frame = null_scores()
+    margin = fault_robustness.margin(frame)
+    changed = fault_robustness.changes(frame, margin)
+    compared = fault_robustness.relative(frame, margin)
+    text = fault_robustness.markdown(changed, compared, fault_robustness.crashes(_all_loaded(frame)))
+    paragraphs = text.split("\n\n")
+    assert paragraphs[0] == fault_robustness.CHANGES_FAMILY.caption(24)
+    assert paragraphs[0].startswith("family: every scheme's change under every fault")
+    assert "(24 comparisons); Benjamini-Hochberg (false-discovery rate) at 0.05" in paragraphs[0]
+    second = next(p for p in paragraphs if p.startswith("family: every scheme row's change"))
+    assert "(24 comparisons); Holm (family-wise error rate) at 0.05" in second
+    headers = [line for line in text.splitlines() if line.startswith("| condition |")]
+    assert len(headers) == 2 and all(h.endswith("| verdict | adjusted verdict |") for h in headers)
+
+
+def test_below_five_seeds_the_mde_and_seeds_needed_come_from_the_pooled_sd_and_say_so():
+    """Three seeds: every row's MDE is its test's at the sd pooled over the table's rows (a row whose
+    three changes happen to agree does not get a tiny one), and the markdown says so; five seeds: each
+    row's own."""
+    frame = null_scores()
+    agree = (frame["scheme"] == "dapo") & (frame["condition"] == NULL_CONDITIONS[0])
+    clean = frame[(frame["scheme"] == "dapo") & (frame["condition"] == CLEAN_CONDITION)]["score"].to_numpy()
+    frame.loc[agree, "score"] = clean - 0.03 + [0.0, 0.0001, -0.0001]  # sd of the changes 1e-4
+    margin = fault_robustness.margin(frame)
+    changed = fault_robustness.changes(frame, margin)
+    compared = fault_robustness.relative(frame, margin)
+    for table in (changed, compared):
+        pooled = robustness.pooled_spread(table["n"], table["sd"])
+        assert (pooled.rows, pooled.df) == (24, 48)
+        assert pooled.sd == pytest.approx(np.sqrt((table["sd"] ** 2).mean()))
+        assert set(table["mde from"]) == {"pooled"}
+        np.testing.assert_allclose(table["mde"], power.mde_factor(3) * pooled.sd / np.sqrt(3))
+    row = changed.set_index(["scheme", "condition"]).loc[("dapo", NULL_CONDITIONS[0])]
+    assert row["sd"] < 1e-3 and row["mde"] > 20 * power.mde_factor(3) * row["sd"] / np.sqrt(3)
+    pooled = robustness.pooled_spread(compared["n"], compared["sd"])
+    needed = power.seeds_needed(pooled.sd, margin, most=fault_robustness.SEEDS_SHOWN + 1)
+    assert 3 < needed <= fault_robustness.SEEDS_SHOWN
+    assert (compared["seeds_needed"] == needed).all()  # one spread, one figure for every row
+    text = fault_robustness.markdown(changed, compared, fault_robustness.crashes(_all_loaded(frame)))
+    assert "MDE: 24 rows of fewer than 5 seeds from the sd pooled over 24 rows (" in text
+    assert "MDE and seeds needed: 24 rows of fewer than 5 seeds from the sd pooled over 24 rows (" in text
+    assert "48 df)" in text and " (pooled) | 3 |" in text
+    fig = fault_robustness.figure(changed, margin, FULL)
+    assert "sd pooled over 24 rows" in fig._suptitle.get_text()
+
+    five = null_scores(seeds=5)
+    margin = fault_robustness.margin(five)
+    changed = fault_robustness.changes(five, margin)
+    assert set(changed["mde from"]) == {"own"}
+    np.testing.assert_allclose(changed["mde"], power.mde_factor(5) * changed["sd"] / np.sqrt(5))
+    text = fault_robustness.markdown(changed, fault_robustness.relative(five, margin), pd.DataFrame(
+        columns=["scheme", "condition", "failed", "runs"]))  # fmt: skip
+    assert "(pooled)" not in text and "24 rows of 5 seeds or more from their own sd" in text

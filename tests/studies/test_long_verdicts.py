@@ -1,0 +1,50 @@
+"""The long-horizon verdict table (notebook 15) is one family under Holm: null rows that say a direction
+raw do not once adjusted, and its markdown's caption names the family."""
+
+import pandas as pd
+
+from grpo_lab.analysis import multiplicity, verdict_table
+from grpo_lab.analysis.power import SIGN, word
+from grpo_lab.studies import long_verdicts
+
+
+def rows(effects: list[tuple[str, float, float]], margin: float = 0.01) -> pd.DataFrame:
+    """Verdict rows of (row, effect, half-width of the 95% interval over 6 seeds), their words read off
+    the intervals, every column `verdict_table.table_markdown` reads."""
+    frame = pd.DataFrame(
+        [
+            {"row": r, "kind": "scheme", "protocol": "sequential", "effect": e, "ci_low": e - h,
+             "ci_high": e + h, "confidence": 0.95, "df": 5, "seeds": 6, "margin": margin, "mde": 0.02,
+             "mde / gain": 0.5, "greedy effect": 0.0, "greedy ci_low": -0.01, "greedy ci_high": 0.01,
+             "activity": 1.0, "entropy change": -0.6, "reference entropy change": -0.6,
+             "reward_variance x": 1.0, "cost x": 1.0}
+            for r, e, h in effects
+        ]
+    )  # fmt: skip
+    return frame.assign(verdict=[word(lo, hi, margin) for lo, hi in zip(frame["ci_low"], frame["ci_high"])])
+
+
+NULL = [(f"s{i}", e, 0.03) for i, e in enumerate([0.0, 0.004, -0.006, 0.002, -0.001, 0.005, 0.0, -0.003])]
+"""eight rows whose intervals hold 0 with room to spare"""
+
+
+def test_null_rows_that_say_a_direction_raw_do_not_under_holm_and_the_caption_names_the_family(
+    monkeypatch, tmp_path
+):
+    """Twelve rows where nothing acts; two raw intervals just exclude 0 by chance (p about 0.03): the
+    table (`table`, over the rule table) gives them no direction once adjusted over its 12 rows."""
+    chance = [("s8", -0.02, 0.018), ("s9", 0.02, 0.018), ("s10", 0.0, 0.03), ("s11", 0.001, 0.03)]
+    made = rows([*NULL, *chance])
+    monkeypatch.setattr(long_verdicts.sequential_seeds, "rule_table", lambda result, settings: made)
+    table = long_verdicts.table(None, None)
+    assert long_verdicts.FAMILY.control == "holm" and multiplicity.family_size(table) == 12
+    assert table["verdict"].isin(SIGN).sum() == 2
+    assert not table["adjusted verdict"].isin(SIGN).any()
+    text = long_verdicts.markdown(table)
+    caption, shown = text.split("\n\n", 1)
+    assert caption == long_verdicts.FAMILY.caption(12)
+    assert caption.startswith("family: every row of the long-horizon verdict table (12 comparisons); Holm")
+    assert shown == verdict_table.table_markdown(table)
+    assert "| worse, size unsure | undecided |" in shown and "| better, size unsure | undecided |" in shown
+    monkeypatch.setenv("GRPO_LAB_FIGURES", str(tmp_path))
+    assert long_verdicts.save_markdown(table, "15_long_verdicts_test").read_text() == text
