@@ -42,6 +42,11 @@ MIN_SEEDS = 3
 """the fewest paired seeds any verdict rests on: with 2 the t-interval has one degree of freedom, its
 standard deviation is one difference of two numbers, and two seeds that happen to agree give an
 interval of (nearly) zero width"""
+MIN_SPREAD_SEEDS = 5
+"""the fewest seeds a row's own sd of its per-seed differences may give its minimum detectable effect
+(or the seeds it would need) from: with 3 seeds the sd has 2 degrees of freedom and its 95% interval
+runs from 0.52 to 6.3 times the estimate (chi-square), so an MDE of 0.002 may be one of 0.02; with 5
+seeds (4 df), from 0.60 to 2.9 times. Below it, `spread_mde` uses the sd pooled over the table's rows"""
 ZERO_WIDTH_RTOL = 1e-12
 """an interval whose width is at most this fraction of its largest end (in absolute value) has zero
 width: its only width is the rounding of differences that were in fact equal"""
@@ -140,3 +145,51 @@ def seeds_needed(sd: float, mde: float, alpha: float = ALPHA, power: float = POW
         if mde_factor(n, alpha, power) * sd / math.sqrt(n) <= mde:
             return n
     return most
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The sd of per-seed paired differences pooled over the rows of a table."""
+
+    sd: float
+    """sqrt(sum (n_i - 1) sd_i^2 / sum (n_i - 1)) over the rows with a spread (n_i >= 2, finite sd)"""
+    df: int
+    """its degrees of freedom, sum (n_i - 1)"""
+    rows: int
+    """the rows pooled"""
+
+    def words(self) -> str:
+        """How a table says it, e.g. 'the sd pooled over 54 rows (0.0123, 108 df)'."""
+        return f"the sd pooled over {self.rows} rows ({self.sd:.3g}, {self.df} df)"
+
+
+def pooled_spread(n: ArrayLike, sd: ArrayLike) -> Spread:
+    """The pooled sd of rows of `n` paired seeds whose per-seed differences have sd `sd` (the pooled
+    variance, each row weighted by its degrees of freedom n - 1): one spread for every row, which
+    assumes the rows share it, in exchange for sum (n_i - 1) degrees of freedom instead of n_i - 1.
+    NaN with 0 df where no row has a spread."""
+    seeds, spread = np.asarray(n, dtype=float), np.asarray(sd, dtype=float)
+    kept = (seeds >= 2) & np.isfinite(spread)
+    df = int((seeds[kept] - 1).sum())
+    if not df:
+        return Spread(math.nan, 0, 0)
+    return Spread(math.sqrt(float(((seeds[kept] - 1) * spread[kept] ** 2).sum()) / df), df, int(kept.sum()))
+
+
+def spread_mde(table: pd.DataFrame, least: int = MIN_SPREAD_SEEDS) -> pd.DataFrame:
+    """`table` (a row per paired comparison with its seeds `n` and the sd of its per-seed differences
+    `sd`) with each row's minimum detectable effect `mde` (`power.mde_factor(n) * sd / sqrt(n)`: the
+    row's own test at its seeds) from a spread that rests on at least `least` seeds: the row's own sd
+    from `least` seeds up, else the sd pooled over every row of the table (`pooled_spread`), provided
+    that has at least `least - 1` degrees of freedom (else NaN: no spread to read one from). Adds
+    `mde sd` (the sd used) and `mde from` ('own', 'pooled' or 'none')."""
+    pooled = pooled_spread(table["n"], table["sd"])
+    seeds, own_sd = table["n"].to_numpy(dtype=int), table["sd"].to_numpy(dtype=float)
+    own = (seeds >= least) & np.isfinite(own_sd)
+    shared = ~own & (seeds >= 2) & (pooled.df >= least - 1)
+    sd = np.where(own, own_sd, np.where(shared, pooled.sd, math.nan))
+    source = np.where(own, "own", np.where(shared, "pooled", "none"))
+    factor = np.array([mde_factor(int(k)) for k in seeds])  # inf below 2 seeds, where sd is NaN
+    with np.errstate(invalid="ignore"):
+        mde = factor * sd / np.sqrt(np.maximum(seeds, 1))
+    return table.assign(mde=mde, **{"mde sd": sd, "mde from": source})

@@ -30,6 +30,7 @@ from grpo_lab.analysis.power import (
     WORSE,
     WORSE_UNSURE,
     paired,
+    spread_mde,
 )
 from grpo_lab.analysis.scores import GREEDY, HEADLINE, PASS_AT_4
 from grpo_lab.analysis.step_cost import StepCost
@@ -282,6 +283,8 @@ class Headline(NamedTuple):
     """the interval's degrees of freedom (seeds - 1 for a paired one, the model's for a factorial one)"""
     mde: float
     """the minimum detectable effect of a fixed design with these seeds"""
+    sd: float
+    """the sd of the per-seed differences (NaN for a factorial effect, whose spread is the model's)"""
     margin: float
     """the margin the verdict is judged against"""
     verdict: str
@@ -301,6 +304,7 @@ class Headline(NamedTuple):
             "confidence": self.confidence,
             "df": self.df,
             "mde": self.mde,
+            "sd": self.sd,
             "margin": self.margin,
             "verdict": self.verdict,
             "greedy effect": greedy[0],
@@ -378,7 +382,7 @@ def compare(
 def _paired_headline(t: pd.DataFrame, c: pd.DataFrame, margin: float) -> Headline:
     """The paired 95% t-interval of the headline score over the seeds both sides have."""
     e = paired(t["score"], c["score"])
-    return Headline(e.n, e.effect, e.low, e.high, 1 - ALPHA, e.n - 1, e.mde, margin, e.verdict(margin))
+    return Headline(e.n, e.effect, e.low, e.high, 1 - ALPHA, e.n - 1, e.mde, e.sd, margin, e.verdict(margin))
 
 
 def _rule_headline(t: pd.DataFrame, c: pd.DataFrame, rule: Rule) -> Headline:
@@ -397,6 +401,7 @@ def _rule_headline(t: pd.DataFrame, c: pd.DataFrame, rule: Rule) -> Headline:
         1 - look.level,
         look.seeds - 1,
         look.mde,
+        look.sd,
         rule.plan.margin,
         verdict,
     )
@@ -463,7 +468,7 @@ def factorial_rows(
         act = float(on[column].mean()) if column in on else math.nan
         cost, counted = counted_cost(on, off)
         headline = Headline(
-            int(e.seeds), e.effect, e.ci_low, e.ci_high, 1 - ALPHA, e.df, e.mde, e.margin, e.verdict
+            int(e.seeds), e.effect, e.ci_low, e.ci_high, 1 - ALPHA, e.df, e.mde, math.nan, e.margin, e.verdict
         )
         on_greedy = (math.nan, math.nan, math.nan)
         if beside is not None and e.factor in beside.index:
@@ -486,6 +491,23 @@ def factorial_rows(
             }
         )
     return pd.DataFrame(rows)
+
+
+def pooled_mdes(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with every paired row's MDE (and `mde / gain`) read from a spread of enough seeds
+    (`power.spread_mde`): a row's own sd from `power.MIN_SPREAD_SEEDS` seeds up, below that the sd pooled
+    over the table's paired rows; `mde from` says which ('own', 'pooled', 'none'). A factorial row (no
+    per-seed sd: its spread is the model's, on many degrees of freedom) keeps its own."""
+    out = table.assign(**{"mde from": "own"})
+    rows = out["sd"].notna() if "sd" in out else pd.Series(False, index=out.index)
+    if rows.any():
+        read = spread_mde(pd.DataFrame({"n": out.loc[rows, "seeds"], "sd": out.loc[rows, "sd"]}))
+        out.loc[rows, "mde"] = read["mde"]
+        out.loc[rows, "mde from"] = read["mde from"]
+    if "gain" in out:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["mde / gain"] = np.where(out["gain"] > 0, out["mde"] / out["gain"], math.nan)
+    return out
 
 
 def notes(row: dict) -> str:
@@ -515,7 +537,7 @@ def table_markdown(table: pd.DataFrame) -> str:
             r["protocol"],
             _signed(r["effect"]),
             _interval(r["ci_low"], r["ci_high"], r.get("confidence", 1 - ALPHA)),
-            _cell(r["mde"]),
+            _cell(r["mde"]) + (" (pooled)" if r.get("mde from") == "pooled" else ""),
             _cell(r["mde / gain"]),
             str(r["seeds"]),
             f"{_signed(r['greedy effect'])} {_interval(r['greedy ci_low'], r['greedy ci_high'], 1 - ALPHA)}",

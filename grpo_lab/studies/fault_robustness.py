@@ -31,9 +31,9 @@ to a scheme; whether one scheme withstands it better than another), each read on
   is about 33 against 4.3 at 0.05), a fault that lowers every seed by 0.06 to 0.10 would read
   undecided, a screen that could not find what it was built to find.
 
-Every MDE and seeds-needed figure rests on a spread of at least `robustness.MIN_SPREAD_SEEDS` seeds:
+Every MDE and seeds-needed figure rests on a spread of at least `power.MIN_SPREAD_SEEDS` seeds:
 a row's own sd from that many seeds up, else the sd pooled over its table's rows
-(`robustness.spread_mde`), which the table says: with 3 seeds an sd has 2 degrees of freedom, and an
+(`power.spread_mde`), which the table says: with 3 seeds an sd has 2 degrees of freedom, and an
 MDE of 0.002 from three differences that happen to agree is not a property of the fault.
 
 - `settings` / `design` / `run`;
@@ -137,11 +137,11 @@ def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     """What each fault does to each scheme's score, paired on seeds with the scheme's clean runs
     (`robustness.degradation`: diff, 95% interval, the sd of the per-seed changes, verdict against
     `margin`), the schemes in the scheme study's order; the MDE from a spread of enough seeds
-    (`robustness.spread_mde`: `mde`, `mde sd`, `mde from`) and the table adjusted over its rows
+    (`power.spread_mde`: `mde`, `mde sd`, `mde from`) and the table adjusted over its rows
     (`CHANGES_FAMILY`, `adjusted`)."""
     table = robustness.degradation(scored, "score", margin=margin)
     table = table.sort_values("scheme", key=scheme_arms.order, kind="stable", ignore_index=True)
-    return adjusted(robustness.spread_mde(table), CHANGES_FAMILY)
+    return adjusted(power.spread_mde(table), CHANGES_FAMILY)
 
 
 def adjusted(table: pd.DataFrame, family: multiplicity.Family) -> pd.DataFrame:
@@ -160,7 +160,7 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     on seeds (`power.paired` of the two changes per seed): positive, the scheme loses less. Columns:
     row, kind, treatment, control, condition, n, diff, lo, hi, sd (of the per-seed differences),
     confidence, df, margin, verdict (against `margin`); mde, mde sd and mde from
-    (`robustness.spread_mde`: below `robustness.MIN_SPREAD_SEEDS` seeds, from the sd pooled over the
+    (`power.spread_mde`: below `power.MIN_SPREAD_SEEDS` seeds, from the sd pooled over the
     table's rows); seeds_needed: the paired seeds whose MDE would reach `margin` at that spread
     (`power.seeds_needed`; inf beyond `SEEDS_SHOWN`), what deciding the row would take; and the
     table's adjustment over its rows (`RELATIVE_FAMILY`, `adjusted`)."""
@@ -178,7 +178,7 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
                  "margin": margin, "verdict": result.verdict(margin)}
             )  # fmt: skip
     columns = [*RELATIVE_COLUMNS, "confidence", "df", "margin", "verdict"]
-    table = robustness.spread_mde(pd.DataFrame(rows, columns=columns))
+    table = power.spread_mde(pd.DataFrame(rows, columns=columns))
     table["seeds_needed"] = [_seeds_for(sd, margin) for sd in table["mde sd"]]
     return adjusted(table, RELATIVE_FAMILY)
 
@@ -251,12 +251,12 @@ def _spread_source(table: pd.DataFrame) -> str:
     """Where a table's MDEs come from, in a few words: 'own sd' or 'sd pooled over N rows' (both
     where both occur)."""
     sources = set(table["mde from"]) if "mde from" in table else {"own"}
-    pooled = robustness.pooled_spread(table["n"], table["sd"]) if "sd" in table else None
+    pooled = power.pooled_spread(table["n"], table["sd"]) if "sd" in table else None
     said = []
     if "own" in sources:
-        said.append(f"own sd from {robustness.MIN_SPREAD_SEEDS} seeds up")
+        said.append(f"own sd from {power.MIN_SPREAD_SEEDS} seeds up")
     if "pooled" in sources and pooled is not None:
-        said.append(f"below {robustness.MIN_SPREAD_SEEDS} seeds, sd pooled over {pooled.rows} rows")
+        said.append(f"below {power.MIN_SPREAD_SEEDS} seeds, sd pooled over {pooled.rows} rows")
     return "; ".join(said) or "none"
 
 
@@ -265,9 +265,9 @@ def spread_words(table: pd.DataFrame, needed: bool = False) -> str:
     from, e.g. 'MDE: every row rests on fewer than 5 seeds, so from the sd pooled over 54 rows (0.0123,
     108 df), which assumes the rows share one spread; marked (pooled)'."""
     what = "MDE and seeds needed" if needed else "MDE"
-    pooled = robustness.pooled_spread(table["n"], table["sd"])
+    pooled = power.pooled_spread(table["n"], table["sd"])
     counts = table["mde from"].value_counts()
-    least = robustness.MIN_SPREAD_SEEDS
+    least = power.MIN_SPREAD_SEEDS
     parts = []
     if counts.get("own", 0):
         parts.append(f"{counts['own']} rows of {least} seeds or more from their own sd")

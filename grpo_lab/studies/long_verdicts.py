@@ -106,7 +106,9 @@ def table(result: SweepResult, settings: Profile) -> pd.DataFrame:
     """The verdict rows at the horizon (`sequential_seeds.rule_table`: the sequential rule against grpo's own
     gain at this horizon), adjusted over its rows (`FAMILY`, `analysis.multiplicity.adjust`): each row has its
     raw and its adjusted word."""
-    return multiplicity.adjust(sequential_seeds.rule_table(result, settings), FAMILY)
+    return multiplicity.adjust(
+        verdict_table.pooled_mdes(sequential_seeds.rule_table(result, settings)), FAMILY
+    )
 
 
 def markdown(verdict_rows: pd.DataFrame) -> str:

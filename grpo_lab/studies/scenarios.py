@@ -186,12 +186,13 @@ def tables(
 def adjusted(by_bed: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """Every bed's verdict table (any `BASE` among them left as it is) adjusted over the rows of all the
     beds together, one family (`FAMILY`, `analysis.multiplicity.adjust`): each row gets its `p`,
-    `adjusted confidence`, `adjusted ci_low` / `adjusted ci_high` and `adjusted verdict`."""
+    `adjusted confidence`, `adjusted ci_low` / `adjusted ci_high` and `adjusted verdict`, and its MDE from
+    a spread of enough seeds, pooled over the beds' rows below that (`verdict_table.pooled_mdes`)."""
     beds = [name for name in by_bed if name != BASE]
     if not beds:
         return dict(by_bed)
     together = pd.concat([by_bed[name].assign(bed=name) for name in beds], ignore_index=True)
-    done = multiplicity.adjust(together, FAMILY)
+    done = multiplicity.adjust(verdict_table.pooled_mdes(together), FAMILY)
     return {
         name: table if name == BASE else done[done["bed"] == name].drop(columns="bed").reset_index(drop=True)
         for name, table in by_bed.items()

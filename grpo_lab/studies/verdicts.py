@@ -224,7 +224,7 @@ def table(
         else math.nan
         for r, k, p in zip(rows["row"], rows["kind"], rows["protocol"])
     ]
-    return multiplicity.adjust(rows, FAMILY)
+    return multiplicity.adjust(verdict_table.pooled_mdes(rows), FAMILY)
 
 
 def figure(verdict_rows: pd.DataFrame, settings: Profile) -> plt.Figure:

@@ -118,19 +118,19 @@ def test_degradation_carries_what_the_error_rate_control_reads():
 
 
 def test_pooled_spread_weights_each_row_by_its_degrees_of_freedom():
-    pooled = robustness.pooled_spread([3, 5, 1, 4], [0.1, 0.2, np.nan, np.nan])
+    pooled = power.pooled_spread([3, 5, 1, 4], [0.1, 0.2, np.nan, np.nan])
     assert (pooled.rows, pooled.df) == (2, 6)  # a row without a spread is left out
     assert pooled.sd == pytest.approx(np.sqrt((2 * 0.1**2 + 4 * 0.2**2) / 6))
     assert pooled.words() == f"the sd pooled over 2 rows ({pooled.sd:.3g}, 6 df)"
-    assert np.isnan(robustness.pooled_spread([1], [np.nan]).sd)
+    assert np.isnan(power.pooled_spread([1], [np.nan]).sd)
 
 
 def test_an_mde_rests_on_five_seeds_own_spread_or_on_the_pooled_one():
     """Three seeds whose differences happen to agree give no tiny MDE: the row takes the pooled sd;
     a row of six seeds keeps its own; a table whose pool has too few degrees of freedom gives none."""
     table = pd.DataFrame({"n": [3, 3, 6], "sd": [0.0005, 0.02, 0.01]})
-    out = robustness.spread_mde(table)
-    pooled = robustness.pooled_spread(table["n"], table["sd"])
+    out = power.spread_mde(table)
+    pooled = power.pooled_spread(table["n"], table["sd"])
     assert pooled.df == 2 + 2 + 5
     assert out["mde from"].tolist() == ["pooled", "pooled", "own"]
     assert out["mde sd"].tolist() == pytest.approx([pooled.sd, pooled.sd, 0.01])
@@ -139,5 +139,5 @@ def test_an_mde_rests_on_five_seeds_own_spread_or_on_the_pooled_one():
         [factor3 * pooled.sd / np.sqrt(3), factor3 * pooled.sd / np.sqrt(3), factor6 * 0.01 / np.sqrt(6)]
     )
     assert out.loc[0, "mde"] > 10 * factor3 * 0.0005 / np.sqrt(3)  # not its own agreeing seeds'
-    alone = robustness.spread_mde(pd.DataFrame({"n": [3], "sd": [0.01]}))  # a pool of 2 df
+    alone = power.spread_mde(pd.DataFrame({"n": [3], "sd": [0.01]}))  # a pool of 2 df
     assert alone["mde from"].tolist() == ["none"] and np.isnan(alone.loc[0, "mde"])

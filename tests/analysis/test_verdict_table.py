@@ -363,3 +363,30 @@ def test_a_greedy_effect_far_beyond_the_headline_and_an_arm_below_its_start_are_
         "greedy beyond the margin, other way"
     )
     assert verdict_table.greedy_note((0.02, 0.01, 0.03), (0.07, -0.01, 0.15), 0.01) == ""  # holds 0
+
+
+def test_a_three_seed_row_reads_its_mde_from_the_spread_pooled_over_the_table():
+    """Issue 51's scheme_a long-sample row: three differences of -0.0316, -0.0323, -0.0307 give an sd of
+    0.0008 and an MDE of 0.0025 on 2 degrees of freedom; pooled with a noisier 3-seed row and a 6-seed
+    row, the 3-seed rows share one spread (said 'pooled'), the 6-seed row keeps its own."""
+    grpo = [0.50, 0.60, 0.55, 0.65, 0.58, 0.62]
+    runs = pd.concat(
+        [
+            scores("grpo", grpo),
+            scores("tight", np.add(grpo[:3], [-0.0316, -0.0323, -0.0307])),
+            scores("loose", np.add(grpo[:3], [0.02, -0.03, 0.01])),
+            scores("six", np.add(grpo, [0.01, 0.0, 0.02, -0.01, 0.0, 0.01])),
+        ]
+    )
+    arms = [(a, "scheme", a, "grpo") for a in ("tight", "loose", "six")]
+    own = verdict_table.compare(runs, arms, margin=0.01).set_index("row")
+    pooled = verdict_table.pooled_mdes(own.reset_index()).set_index("row")
+    assert own.loc["tight", "mde"] == pytest.approx(0.0025, abs=2e-4)
+    assert pooled.loc["tight", "mde from"] == pooled.loc["loose", "mde from"] == "pooled"
+    assert pooled.loc["tight", "mde"] == pytest.approx(pooled.loc["loose", "mde"])
+    assert pooled.loc["tight", "mde"] > 5 * own.loc["tight", "mde"]
+    assert pooled.loc["six", "mde from"] == "own" and pooled.loc["six", "mde"] == pytest.approx(
+        own.loc["six", "mde"]
+    )
+    shown = {r["row"]: r for r in cells(verdict_table.table_markdown(pooled.reset_index()))}
+    assert shown["tight"]["MDE"].endswith("(pooled)") and not shown["six"]["MDE"].endswith("(pooled)")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lab.analysis import multiplicity, power, robustness, verdict_table
+from grpo_lab.analysis import multiplicity, power, verdict_table
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.experiments import SweepResult
 from grpo_lab.studies import fault_injection, fault_robustness, schemes
@@ -185,14 +185,14 @@ def test_below_five_seeds_the_mde_and_seeds_needed_come_from_the_pooled_sd_and_s
     changed = fault_robustness.changes(frame, margin)
     compared = fault_robustness.relative(frame, margin)
     for table in (changed, compared):
-        pooled = robustness.pooled_spread(table["n"], table["sd"])
+        pooled = power.pooled_spread(table["n"], table["sd"])
         assert (pooled.rows, pooled.df) == (24, 48)
         assert pooled.sd == pytest.approx(np.sqrt((table["sd"] ** 2).mean()))
         assert set(table["mde from"]) == {"pooled"}
         np.testing.assert_allclose(table["mde"], power.mde_factor(3) * pooled.sd / np.sqrt(3))
     row = changed.set_index(["scheme", "condition"]).loc[("dapo", NULL_CONDITIONS[0])]
     assert row["sd"] < 1e-3 and row["mde"] > 20 * power.mde_factor(3) * row["sd"] / np.sqrt(3)
-    pooled = robustness.pooled_spread(compared["n"], compared["sd"])
+    pooled = power.pooled_spread(compared["n"], compared["sd"])
     needed = power.seeds_needed(pooled.sd, margin, most=fault_robustness.SEEDS_SHOWN + 1)
     assert 3 < needed <= fault_robustness.SEEDS_SHOWN
     assert (compared["seeds_needed"] == needed).all()  # one spread, one figure for every row
