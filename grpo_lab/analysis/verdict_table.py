@@ -479,7 +479,9 @@ def factorial_rows(
                 "row": e.factor,
                 "kind": kind,
                 "protocol": "factorial screen",
-                **headline.columns(on_greedy, below_start(on)),
+                **headline.columns(
+                    on_greedy, (math.nan, math.nan, math.nan)
+                ),  # the on-runs mix other factors
                 "gain": reference_gain,
                 "mde / gain": e.mde / reference_gain if reference_gain > 0 else math.nan,
                 **_stability(on, off),
