@@ -1,5 +1,5 @@
 """Command line: `grpo-lab train`, `grpo-lab fields`, `grpo-lab presets`, `grpo-lab plan`,
-`grpo-lab figures`, `grpo-lab diagnose`, `grpo-lab bench`."""
+`grpo-lab figures`, `grpo-lab diagnose`, `grpo-lab bench`, `grpo-lab store`."""
 
 import argparse
 import json
@@ -127,6 +127,21 @@ def _figures(args: argparse.Namespace) -> int:
         return 1 if problems else 0
     failures = regenerate(profile=args.profile, only=args.only, train=not args.no_train)
     return 1 if failures else 0
+
+
+def _store_rename_preset(args: argparse.Namespace) -> int:
+    from grpo_lab.experiments.migrations import rename_preset
+
+    root = Path(args.root) if args.root else PROFILES["full"].runs_dir()
+    task_dirs = args.task_dir or None
+    done = rename_preset(root, args.old, args.new, dry_run=args.dry_run, task_dirs=task_dirs)
+    for rename in done:
+        print(rename.describe())
+    moved = sum(r.action != "keep" for r in done)
+    kept = len(done) - moved
+    verb = "would move" if args.dry_run else "moved"
+    print(f"{verb} {moved} runs of {args.old!r} to {args.new!r} in {root}; {kept} kept", file=sys.stderr)
+    return 0
 
 
 def _diagnose(args: argparse.Namespace) -> int:
@@ -266,6 +281,29 @@ def main(argv: list[str] | None = None) -> int:
         "trained) and compare every figure's data with the committed one (exit 1 on any difference)",
     )
     f.set_defaults(fn=_figures)
+    st = sub.add_parser("store", help="maintain a run store (the full profile's, results/, by default)")
+    store_sub = st.add_subparsers(dest="store_command", required=True)
+    rp = store_sub.add_parser(
+        "rename-preset",
+        help="move the stored runs of a renamed preset to the new name and key (config and seal updated)",
+        description="Every run directory whose config.json names preset OLD: config.json names NEW, the "
+        "manifest records its new checksum (behaviour version and every other file kept), and the "
+        "directory moves to NEW's name and key. Atomic per run; refused, before anything moves, where a "
+        "target exists or a run is not where its config puts it.",
+    )
+    rp.add_argument("old", help="the preset name the stored runs have")
+    rp.add_argument("new", help="the preset they are runs of today (a name of `grpo-lab presets`)")
+    rp.add_argument("--root", default=None, help="the run store (default: the full profile's, results/)")
+    rp.add_argument("--dry-run", action="store_true", help="list what would be done, moving nothing")
+    rp.add_argument(
+        "--task-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="where to look for a file:PATH task's file that is gone from PATH (repeatable; default: the "
+        "project root)",
+    )
+    rp.set_defaults(fn=_store_rename_preset)
     d = sub.add_parser(
         "diagnose", help="print the automatic findings of a run (exit 1 on an error-level one)"
     )

@@ -18,6 +18,26 @@ class Preset:
 KL_OFF: dict[str, Any] = {"kl_coef": 0.0, "kl_placement": "off"}
 """grpo's KL term switched off: what several methods change besides their own mechanism"""
 
+TRICKS: dict[str, dict[str, Any]] = {
+    "batch_reward_norm": {"adv_batch_norm": True},
+    "adv_clip": {"adv_clip": 2.0},
+    "adaptive_kl": {"kl_schedule": "threshold", "kl_target": 0.01},
+    "two_layer_kl": {"kl_prev_coef": 0.05},
+    "dynamic_kl": {"kl_token_weight": "entropy"},
+    "length_penalty": {"length_penalty": 0.05},
+    "length_norm": {"length_norm_ref": 16},
+    "overlong_shaping": {"overlong_buffer": 8},
+    "mask_truncated": {"mask_truncated": True},
+    "learnable_temperature": {"learnable_temperature": True},
+    "adaptive_entropy": {"entropy_coef": 0.001, "entropy_target": 0.3},
+    "top_entropy": {"top_entropy_frac": 0.8},
+    "dynamic_sampling": {"dynamic_sampling": True},
+    "dynamic_group_size": {"dynamic_group_size": True},
+    "temperature_noise": {"temperature_jitter": 0.1},
+}
+"""Each training trick as the config fields that switch it on; off is grpo's value of those fields.
+Group reward normalization itself is the advantage axis (`grpo` on, `dr_grpo` off)."""
+
 PRESETS: dict[str, Preset] = {
     "grpo": Preset(
         "DeepSeekMath GRPO (arXiv 2402.03300): group z-score advantage, PPO clip 0.2, "
@@ -25,7 +45,7 @@ PRESETS: dict[str, Preset] = {
     ),
     "grpo_no_kl": Preset(
         "GRPO without its KL term (kl_coef 0, kl_placement off): the matched comparator of the methods that "
-        "drop the KL besides their own mechanism (dr_grpo, dapo, gspo, gspo_token and cispo: "
+        "drop the KL besides their own mechanism (dr_grpo, dapo_loss, dapo, gspo, gspo_token and cispo: "
         "`INCIDENTAL`, `matched_comparator`), so that a comparison with it reads the mechanism alone.",
         dict(KL_OFF),
     ),
@@ -43,10 +63,25 @@ PRESETS: dict[str, Preset] = {
             **KL_OFF,
         },
     ),
-    "dapo": Preset(
-        "DAPO (arXiv 2503.14476) objective: clip-higher (eps_high 0.28), token-mean, no KL. Its dynamic "
-        "sampling and overlong shaping are training tricks, switched separately.",
+    "dapo_loss": Preset(
+        "DAPO's objective alone (arXiv 2503.14476): clip-higher (eps_high 0.28), token-mean, no KL; the "
+        "rest of DAPO's recipe, dynamic sampling and overlong reward shaping, is off (the full recipe is "
+        "`dapo`).",
         {"eps_high": 0.28, "aggregation": "token-mean", **KL_OFF},
+    ),
+    "dapo": Preset(
+        "DAPO (arXiv 2503.14476), the paper's recipe: clip-higher (eps_low 0.2, eps_high 0.28), dynamic "
+        "sampling (groups whose rewards are all equal dropped and the batch refilled), token-level loss "
+        "(token-mean), overlong reward shaping (the soft punishment over the last 8 completion tokens, "
+        "penalty 1 at the maximum length, `TRICKS`' level: the paper's buffer is 4096 of 20480 tokens), "
+        "no KL. Its objective alone is `dapo_loss`. The overlong buffer needs max_completion_length > 8.",
+        {
+            "eps_high": 0.28,
+            **TRICKS["dynamic_sampling"],
+            "aggregation": "token-mean",
+            **TRICKS["overlong_shaping"],
+            **KL_OFF,
+        },
     ),
     "lite_ppo": Preset(
         "Lite PPO (arXiv 2508.08221): group mean with batch std, token-level aggregation.",
@@ -124,26 +159,6 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-TRICKS: dict[str, dict[str, Any]] = {
-    "batch_reward_norm": {"adv_batch_norm": True},
-    "adv_clip": {"adv_clip": 2.0},
-    "adaptive_kl": {"kl_schedule": "threshold", "kl_target": 0.01},
-    "two_layer_kl": {"kl_prev_coef": 0.05},
-    "dynamic_kl": {"kl_token_weight": "entropy"},
-    "length_penalty": {"length_penalty": 0.05},
-    "length_norm": {"length_norm_ref": 16},
-    "overlong_shaping": {"overlong_buffer": 8},
-    "mask_truncated": {"mask_truncated": True},
-    "learnable_temperature": {"learnable_temperature": True},
-    "adaptive_entropy": {"entropy_coef": 0.001, "entropy_target": 0.3},
-    "top_entropy": {"top_entropy_frac": 0.8},
-    "dynamic_sampling": {"dynamic_sampling": True},
-    "dynamic_group_size": {"dynamic_group_size": True},
-    "temperature_noise": {"temperature_jitter": 0.1},
-}
-"""Each training trick as the config fields that switch it on; off is grpo's value of those fields.
-Group reward normalization itself is the advantage axis (`grpo` on, `dr_grpo` off)."""
-
 PRESETS["all_tricks"] = Preset(
     "Every compatible trick switched on at once over grpo: the starting point of the 'all on, then "
     "remove one at a time' study (docs/sources.md, Tricks review §5).",
@@ -153,6 +168,7 @@ PRESETS["all_tricks"] = Preset(
 
 INCIDENTAL: dict[str, tuple[str, ...]] = {
     "dr_grpo": tuple(KL_OFF),
+    "dapo_loss": tuple(KL_OFF),
     "dapo": tuple(KL_OFF),
     "gspo": tuple(KL_OFF),
     "gspo_token": tuple(KL_OFF),
@@ -160,7 +176,8 @@ INCIDENTAL: dict[str, tuple[str, ...]] = {
 }
 """per preset, the fields of its changes that are not its own mechanism: dropping the KL, a choice these
 methods share and not what each is named for (GPG's paper proposes dropping it, so there it is the
-mechanism). Every other field a preset changes is its mechanism; a preset not listed changes only that."""
+mechanism; DAPO's drops it beside its four techniques, which are what `dapo` is read by against
+grpo_no_kl). Every other field a preset changes is its mechanism; a preset not listed changes only that."""
 
 
 def _entry(name: str) -> Preset:

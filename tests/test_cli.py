@@ -71,10 +71,10 @@ def test_presets_diff_grpo(capsys):
 
 
 def test_presets_diff_shows_the_changes_against_grpo_and_against_the_matched_comparator(capsys):
-    assert main(["presets", "--diff", "dapo"]) == 0
+    assert main(["presets", "--diff", "dapo_loss"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "dapo relative to grpo:"
-    split = lines.index("dapo relative to its matched comparator grpo_no_kl (its own mechanism):")
+    assert lines[0] == "dapo_loss relative to grpo:"
+    split = lines.index("dapo_loss relative to its matched comparator grpo_no_kl (its own mechanism):")
     assert [line.split()[0] for line in lines[1:split]] == [
         "eps_high",
         "kl_placement",

@@ -26,24 +26,24 @@ def comparable(df: pd.DataFrame) -> pd.DataFrame:
 def test_preset_grid_keeps_the_base_changes():
     base = preset("grpo", model="some/model", steps=7, kl_coef=0.1)
     assert preset_overrides(base) == {"model": "some/model", "steps": 7, "kl_coef": 0.1}
-    points = grid_points(base, {"preset": ["grpo", "dapo"], "learning_rate": [1e-4, 1e-3]})
+    points = grid_points(base, {"preset": ["grpo", "dapo_loss"], "learning_rate": [1e-4, 1e-3]})
     assert [p.label for p in points] == [
         "grpo, learning_rate=0.0001",
         "grpo, learning_rate=0.001",
-        "dapo, learning_rate=0.0001",
-        "dapo, learning_rate=0.001",
+        "dapo_loss, learning_rate=0.0001",
+        "dapo_loss, learning_rate=0.001",
     ]
-    dapo = points[2].config
-    fields = (dapo.preset, dapo.eps_high, dapo.steps, dapo.model, dapo.learning_rate)
-    assert fields == ("dapo", 0.28, 7, "some/model", 1e-4)
-    assert dapo.kl_coef == 0.1  # the base's own change wins over the preset's
-    assert points[2].columns == {"preset": "dapo", "learning_rate": 1e-4}
+    dapo_loss = points[2].config
+    fields = (dapo_loss.preset, dapo_loss.eps_high, dapo_loss.steps, dapo_loss.model, dapo_loss.learning_rate)
+    assert fields == ("dapo_loss", 0.28, 7, "some/model", 1e-4)
+    assert dapo_loss.kl_coef == 0.1  # the base's own change wins over the preset's
+    assert points[2].columns == {"preset": "dapo_loss", "learning_rate": 1e-4}
     assert [p.label for p in grid_points(base, {})] == ["grpo"]
 
 
 @pytest.mark.parametrize(
     "grid",
-    [{"nope": [1]}, {"seed": [0, 1]}, {"kl_coef": []}, {"preset": "dapo"}, {"kl_coef": [-1.0]}],
+    [{"nope": [1]}, {"seed": [0, 1]}, {"kl_coef": []}, {"preset": "dapo_loss"}, {"kl_coef": [-1.0]}],
 )
 def test_bad_grids_fail_before_any_training(grid):
     with pytest.raises(ValueError):
@@ -85,11 +85,11 @@ def test_a_component_given_by_its_on_overrides_is_off_at_the_config_defaults():
 
 def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_config, tmp_path):
     base = tiny_config()
-    grid = {"preset": ["grpo", "dapo"]}
+    grid = {"preset": ["grpo", "dapo_loss"]}
     first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
     assert first.counts() == {"loaded": 0, "trained": 4, "failed": 0}
     assert list(first.metrics.columns[:4]) == ["label", "preset", "seed", "key"]
-    assert set(first.metrics["label"]) == {"grpo", "dapo"}
+    assert set(first.metrics["label"]) == {"grpo", "dapo_loss"}
     assert len(first.metrics) == 4 * (base.steps + 1)
     assert first.runs["val/reward_end"].notna().all()  # summary.json fields per run
 
@@ -109,7 +109,7 @@ def test_a_torn_or_stale_run_is_reported_and_trained_again_never_loaded(tiny_con
     behaviour of the training code are each named in a warning and retrained; their metrics come
     back whole."""
     base = tiny_config()
-    grid = {"preset": ["grpo", "dapo"]}
+    grid = {"preset": ["grpo", "dapo_loss"]}
     first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
     paths = [Path(p) for p in first.runs["path"]]
     assert {p.name for p in paths[0].iterdir()} >= {"metrics.csv.gz", "manifest.json", "summary.json"}
@@ -146,7 +146,7 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tiny_model_path, tiny_c
 
 def test_pool_and_sequential_give_the_same_metrics(tiny_config, tmp_path):
     base = tiny_config()
-    grid = {"preset": ["grpo", "dapo"]}
+    grid = {"preset": ["grpo", "dapo_loss"]}
     pooled = experiments.sweep(base, grid, [0, 1], tmp_path / "pool", workers=2, progress=False)
     serial = experiments.sweep(base, grid, [0, 1], tmp_path / "serial", workers=1, progress=False)
     assert pooled.counts()["trained"] == serial.counts()["trained"] == 4
@@ -209,7 +209,7 @@ def test_run_seeds_stores_and_loads(tiny_config, tmp_path):
 def test_ray_gives_the_same_metrics_as_sequential(tiny_config, tmp_path):
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'grpo_lab[ray]')")
     base = tiny_config()
-    grid = {"preset": ["grpo", "dapo"]}
+    grid = {"preset": ["grpo", "dapo_loss"]}
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         on_ray = experiments.sweep(base, grid, [0], tmp_path / "ray", backend="ray", progress=False)

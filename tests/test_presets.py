@@ -3,7 +3,15 @@ import dataclasses
 import pytest
 
 from grpo_lab.config import Config
-from grpo_lab.presets import INCIDENTAL, PRESETS, matched_comparator, mechanism, preset, preset_diff
+from grpo_lab.presets import (
+    INCIDENTAL,
+    PRESETS,
+    TRICKS,
+    matched_comparator,
+    mechanism,
+    preset,
+    preset_diff,
+)
 
 
 def test_grpo_preset_is_the_config_defaults():
@@ -78,10 +86,10 @@ def test_a_preset_and_its_matched_comparator_differ_in_its_mechanism_alone(name)
 
 
 def test_the_methods_that_drop_the_kl_are_matched_with_grpo_without_it():
-    for name in ("dr_grpo", "dapo", "gspo", "gspo_token", "cispo"):
+    for name in ("dr_grpo", "dapo_loss", "dapo", "gspo", "gspo_token", "cispo"):
         assert matched_comparator(name) == "grpo_no_kl"
         assert not {"kl_coef", "kl_placement"} & set(mechanism(name))
-    assert mechanism("dapo") == {"eps_high": 0.28, "aggregation": "token-mean"}
+    assert mechanism("dapo_loss") == {"eps_high": 0.28, "aggregation": "token-mean"}
     # GPG's paper proposes dropping the KL: there it is the mechanism, and grpo the comparator
     assert matched_comparator("gpg") == "grpo" and mechanism("gpg")["kl_placement"] == "off"
     assert matched_comparator("grpo") == "grpo" and matched_comparator("scheme_a") == "grpo"
@@ -102,11 +110,36 @@ def test_a_matched_comparator_must_be_a_preset(monkeypatch):
 
 
 def test_preset_diff_against_another_preset():
-    assert preset_diff("dapo", "grpo_no_kl") == {
+    assert preset_diff("dapo_loss", "grpo_no_kl") == {
         "eps_high": (0.2, 0.28),
         "aggregation": ("seq-mean-token-mean", "token-mean"),
     }
     assert preset_diff("grpo", "grpo_no_kl") == {"kl_coef": (0.0, 0.04), "kl_placement": ("off", "loss")}
+
+
+def test_dapo_is_the_papers_full_recipe_and_dapo_loss_its_objective_alone():
+    """DAPO (arXiv 2503.14476): clip-higher (0.2, 0.28), dynamic sampling, token-level loss, overlong
+    reward shaping, no KL; each switch as `TRICKS` sets it. dapo_loss is the objective without the two
+    sampling and reward tricks. Both read their mechanism against grpo_no_kl."""
+    p = preset("dapo")
+    assert (p.eps_low, p.eps_high, p.aggregation) == (0.2, 0.28, "token-mean")
+    assert p.dynamic_sampling and p.overlong_buffer == TRICKS["overlong_shaping"]["overlong_buffer"]
+    assert p.overlong_factor == 1.0  # the paper's penalty at the maximum length
+    assert {**TRICKS["dynamic_sampling"], **TRICKS["overlong_shaping"]}.items() <= p.to_dict().items()
+    assert (p.kl_coef, p.kl_placement, p.uses_reference) == (0.0, "off", False)
+    assert mechanism("dapo") == {
+        "eps_high": 0.28,
+        "dynamic_sampling": True,
+        "aggregation": "token-mean",
+        "overlong_buffer": 8,
+    }
+    assert preset_diff("dapo", "dapo_loss") == {"overlong_buffer": (0, 8), "dynamic_sampling": (False, True)}
+    loss = preset("dapo_loss")
+    assert not loss.dynamic_sampling and loss.overlong_buffer == 0 and loss.eps_high == 0.28
+    assert INCIDENTAL["dapo"] == INCIDENTAL["dapo_loss"] == ("kl_coef", "kl_placement")
+    assert matched_comparator("dapo") == matched_comparator("dapo_loss") == "grpo_no_kl"
+    with pytest.raises(ValueError, match="overlong_buffer"):  # its buffer needs longer completions
+        preset("dapo", max_completion_length=8)
 
 
 def test_cispo_caps_its_weight_one_sided_in_verl_relative_form():

@@ -117,6 +117,8 @@ SEQUENCE_CLIP = Measure(
     "share of sequences whose sequence ratio is clipped (clip_ratio/region_mean)",
     _mean("clip_ratio/region_mean"),
 )
+DYNAMIC_SAMPLING = Measure("groups dropped per step", _mean("sampling/dropped_groups"))
+OVERLONG_SHAPING = Measure("share of completions in the overlong buffer", _mean("length/overlong_frac"))
 CISPO_CAP = Measure(
     "share of tokens whose importance weight CISPO's bound clips (clip_ratio/region_mean)",
     _mean("clip_ratio/region_mean"),
@@ -137,7 +139,13 @@ MECHANISMS: dict[str, dict[str, Measure]] = {
     "grpo_no_kl": {"no KL": KL_DROPPED},
     "bnpo": {"token-mean": REWEIGHTING},
     "dr_grpo": {"token sum over a constant": REWEIGHTING, "no std": _spread("no std division")},
-    "dapo": {"clip-higher": CLIP_HIGHER, "token-mean": REWEIGHTING},
+    "dapo_loss": {"clip-higher": CLIP_HIGHER, "token-mean": REWEIGHTING},
+    "dapo": {
+        "clip-higher": CLIP_HIGHER,
+        "dynamic sampling": DYNAMIC_SAMPLING,
+        "token-mean": REWEIGHTING,
+        "overlong shaping": OVERLONG_SHAPING,
+    },
     "lite_ppo": {"batch std": _spread("batch std"), "token-mean": REWEIGHTING},
     "gspo": {"sequence clip": SEQUENCE_CLIP},
     "gspo_token": {
@@ -184,14 +192,14 @@ TRICK_ACTIVITY: dict[str, Measure] = {
     "dynamic_kl": Measure("spread of the per-token KL weights", _mean("kl/token_weight_std")),
     "length_penalty": Measure("share of rewards reshaped by length", _mean("length/reshaped_frac")),
     "length_norm": Measure("share of rewards reshaped by length", _mean("length/reshaped_frac")),
-    "overlong_shaping": Measure("share of completions in the overlong buffer", _mean("length/overlong_frac")),
+    "overlong_shaping": OVERLONG_SHAPING,
     "mask_truncated": Measure("share of completions masked out as truncated", _masked_truncated),
     "learnable_temperature": Measure(
         "largest drift of the learned temperature from 1", _drift("temperature/learned", 1.0)
     ),
     "adaptive_entropy": Measure("share of steps with the entropy bonus on", _positive_share("entropy/coef")),
     "top_entropy": Measure("share of tokens left out of the policy term", _mean("policy/token_dropped_frac")),
-    "dynamic_sampling": Measure("groups dropped per step", _mean("sampling/dropped_groups")),
+    "dynamic_sampling": DYNAMIC_SAMPLING,
     "dynamic_group_size": Measure(
         "extra completions sampled per step", _mean("group_size/extra_completions")
     ),

@@ -28,7 +28,7 @@ from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import matched_comparator
 from grpo_lab.profiles import Budget, Profile
 
-SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo", "gspo", "cispo", "grpo_no_kl")
+SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo_loss", "gspo", "cispo", "grpo_no_kl")
 """the compared schemes (presets); `grpo` is the reference and `grpo_no_kl` the matched comparator of
 the four that drop the KL, itself compared with grpo (what dropping the KL does)"""
 REFERENCE = "grpo"

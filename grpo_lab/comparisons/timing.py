@@ -46,7 +46,7 @@ SCHEMES = (
     "grpo",
     "bnpo",
     "dr_grpo",
-    "dapo",
+    "dapo_loss",
     "lite_ppo",
     "gspo",
     "gspo_token",

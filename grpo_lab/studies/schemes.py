@@ -2,7 +2,7 @@
 `grpo`, the Evaluation guide's main comparison (§6.3: replace the objective under the same data and
 hyper-parameters, repeat over seeds), with arms paired on seeds (the same seed gives every scheme the
 same prompts and sampling streams). A scheme whose preset also changes what is not its own mechanism
-(dr_grpo, dapo, gspo and cispo drop the KL) is compared with its matched comparator too
+(dr_grpo, dapo_loss, gspo and cispo drop the KL) is compared with its matched comparator too
 (`presets.matched_comparator`: `grpo_no_kl`), an arm of the design trained on the same seeds, so that
 one of its rows reads the mechanism alone. Its runs are also the scheme rows of the verdict table of
 `studies.verdicts` (notebook 12), which asks for the same design.

@@ -44,7 +44,7 @@ EXAMPLE_TASK = "file:notebooks/data/reverse_digits.jsonl"
 """the task when none is named: 'reverse 864:' with the reversed digits as answer and solution, for
 every three-digit number (900 prompts, about 90 held out by the prompt's hash): enough for the warm
 start to generalise to held-out prompts, which the 20-prompt file of the unit tests is not"""
-PRESETS = ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "lite_ppo")
+PRESETS = ("grpo", "dr_grpo", "dapo_loss", "gspo", "cispo", "lite_ppo")
 """the compared presets when none are named; the first is the reference"""
 SMOKE_KEEP = 2
 """the smoke profile compares only the first this many presets"""

@@ -51,15 +51,34 @@ def test_cispo_is_measured_by_the_share_of_tokens_its_cap_binds_on():
 
 def test_each_mechanism_of_a_scheme_is_measured_and_the_first_heads_the_table():
     m = run_log(**{"clip_ratio/high_mean": [0.002, 0.0], "clip_ratio/region_mean": [0.01, 0.01], **LENGTHS})
-    found = mechanism_activity("dapo", m, preset("dapo").to_dict())
+    found = mechanism_activity("dapo_loss", m, preset("dapo_loss").to_dict())
     assert found == pytest.approx({"clip-higher": 0.001, "token-mean": 0.5})
-    assert activity("dapo", m, preset("dapo").to_dict()) == found["clip-higher"]
+    assert activity("dapo_loss", m, preset("dapo_loss").to_dict()) == found["clip-higher"]
     for name, measures in MECHANISMS.items():
         assert ACTIVITY[name] is next(iter(measures.values()))
     trick = run_log(**{"advantages/clipped_frac": [0.1, 0.3]})
     assert mechanism_activity("adv_clip", trick, {}) == pytest.approx({"adv_clip": 0.2})
     with pytest.raises(ValueError, match="no activity measure for 'nope'"):
         mechanism_activity("nope", m, {})
+
+
+def test_the_full_dapo_recipe_measures_its_sampling_and_shaping_too():
+    """dapo's own mechanisms are dapo_loss's and the two tricks it adds, each by the trick's measure."""
+    m = run_log(
+        **{
+            "clip_ratio/high_mean": [0.002, 0.0],
+            "sampling/dropped_groups": [3.0, 1.0],
+            "length/overlong_frac": [0.1, 0.0],
+            **LENGTHS,
+        }
+    )
+    found = mechanism_activity("dapo", m, preset("dapo").to_dict())
+    assert found == pytest.approx(
+        {"clip-higher": 0.001, "dynamic sampling": 2.0, "token-mean": 0.5, "overlong shaping": 0.05}
+    )
+    assert MECHANISMS["dapo"]["dynamic sampling"] is ACTIVITY["dynamic_sampling"]
+    assert MECHANISMS["dapo"]["overlong shaping"] is ACTIVITY["overlong_shaping"]
+    assert activity("dapo", m, preset("dapo").to_dict()) == found["clip-higher"]
 
 
 def test_the_scheme_a_measures_its_clips_and_its_sampler_correction_apart():

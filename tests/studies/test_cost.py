@@ -23,7 +23,7 @@ def test_design_covers_every_scheme_and_trick_under_full_and_a_few_in_smoke():
     assert labels[0] == cost.BASELINE and set(timing.SCHEMES) <= set(labels) and set(TRICKS) <= set(labels)
     assert labels[-1] == "all_tricks" and len(labels) == len(set(labels))
     kinds = {p.label: p.columns["kind"] for p in full}
-    assert kinds["dapo"] == "scheme" and kinds["learnable_temperature"] == "trick"
+    assert kinds["dapo_loss"] == "scheme" and kinds["learnable_temperature"] == "trick"
     configs = {p.label: p.config for p in full}
     assert {label for label, kind in kinds.items() if kind == "conflict"} == set(CONFLICTS)
     assert configs["batch norm on group norm"] == configs["batch_reward_norm"]  # timed once
@@ -99,7 +99,7 @@ def test_every_other_round_is_timed_in_reverse_order(tiny_config):
 
 
 def test_multiples_need_the_baseline():
-    df = pd.DataFrame({"label": "dapo", "seed": 0, "step": [1, 2], "reward": 0.5, "time/step_s": 0.1})
+    df = pd.DataFrame({"label": "dapo_loss", "seed": 0, "step": [1, 2], "reward": 0.5, "time/step_s": 0.1})
     with pytest.raises(ValueError, match="no 'grpo' run"):
         cost.multiples(df)
     with pytest.raises(ValueError, match="at least one seed"):

@@ -53,8 +53,8 @@ def scored(levels: dict[tuple[str, str], float], seeds: int = 4) -> pd.DataFrame
 LEVELS = {
     ("grpo", "clean"): 0.50,
     ("grpo", "reward_flip=0.4"): 0.30,
-    ("dapo", "clean"): 0.50,
-    ("dapo", "reward_flip=0.4"): 0.45,
+    ("dapo_loss", "clean"): 0.50,
+    ("dapo_loss", "reward_flip=0.4"): 0.45,
     ("grpo_no_kl", "clean"): 0.50,
     ("grpo_no_kl", "reward_flip=0.4"): 0.35,
 }
@@ -65,23 +65,27 @@ def test_changes_and_relative_robustness_paired_on_seeds():
     margin = fault_robustness.margin(frame)
     assert margin == pytest.approx(verdict_table.MARGIN_OF_GAIN * (0.515 - 0.1))
     changed = fault_robustness.changes(frame, margin)
-    assert list(changed["scheme"]) == ["grpo", "dapo", "grpo_no_kl"]  # the scheme study's order
+    assert list(changed["scheme"]) == ["grpo", "dapo_loss", "grpo_no_kl"]  # the scheme study's order
     by = changed.set_index("scheme")
     assert by.loc["grpo", "diff"] == pytest.approx(-0.198) and by.loc["grpo", "verdict"] == "worse"
-    assert by.loc["dapo", "diff"] == pytest.approx(-0.048) and by.loc["dapo", "mde"] > 0
+    assert by.loc["dapo_loss", "diff"] == pytest.approx(-0.048) and by.loc["dapo_loss", "mde"] > 0
     compared = fault_robustness.relative(frame, margin)
     rows = {(r.row, r.kind): r for r in compared.itertuples()}
-    assert set(rows) == {("dapo", "scheme"), ("dapo", "scheme vs grpo_no_kl"), ("grpo_no_kl", "scheme")}
+    assert set(rows) == {
+        ("dapo_loss", "scheme"),
+        ("dapo_loss", "scheme vs grpo_no_kl"),
+        ("grpo_no_kl", "scheme"),
+    }
     # every scheme's change shares the same per-seed jitter, so the differences are exact
-    assert rows[("dapo", "scheme")].diff == pytest.approx(0.15)
-    assert rows[("dapo", "scheme vs grpo_no_kl")].diff == pytest.approx(0.10)
+    assert rows[("dapo_loss", "scheme")].diff == pytest.approx(0.15)
+    assert rows[("dapo_loss", "scheme vs grpo_no_kl")].diff == pytest.approx(0.10)
     assert rows[("grpo_no_kl", "scheme")].diff == pytest.approx(0.05)
     # no spread between the changes: the fewest seeds decide; a noisy row needs many more
-    assert rows[("dapo", "scheme")].seeds_needed == power.MIN_SEEDS
-    jitter = (frame["seed"] % 2) * (frame["scheme"] == "dapo") * (frame["condition"] != CLEAN_CONDITION)
+    assert rows[("dapo_loss", "scheme")].seeds_needed == power.MIN_SEEDS
+    jitter = (frame["seed"] % 2) * (frame["scheme"] == "dapo_loss") * (frame["condition"] != CLEAN_CONDITION)
     noisy = frame.assign(score=frame["score"] + 0.3 * jitter)
     found = fault_robustness.relative(noisy, margin).set_index(["row", "kind"])
-    assert found.loc[("dapo", "scheme"), "seeds_needed"] > 10 * power.MIN_SEEDS
+    assert found.loc[("dapo_loss", "scheme"), "seeds_needed"] > 10 * power.MIN_SEEDS
 
 
 def test_crashes_figure_and_tables():
@@ -89,21 +93,21 @@ def test_crashes_figure_and_tables():
     runs = frame.drop_duplicates(["label", "seed"])[
         ["label", "seed", "scheme", "fault", "level", "condition"]
     ]
-    runs = runs.assign(status=["failed" if (lab, s) == ("dapo, reward_flip=0.4", 3) else "loaded"
+    runs = runs.assign(status=["failed" if (lab, s) == ("dapo_loss, reward_flip=0.4", 3) else "loaded"
                                for lab, s in zip(runs["label"], runs["seed"])])  # fmt: skip
     failed = fault_robustness.crashes(SweepResult(frame, runs))
-    row = failed[(failed["scheme"] == "dapo") & (failed["condition"] == "reward_flip=0.4")].iloc[0]
+    row = failed[(failed["scheme"] == "dapo_loss") & (failed["condition"] == "reward_flip=0.4")].iloc[0]
     assert (row["failed"], row["runs"]) == (1, 4)
     margin = fault_robustness.margin(frame)
     changed = fault_robustness.changes(frame, margin)
     compared = fault_robustness.relative(frame, margin)
     text = fault_robustness.markdown(changed, compared, failed)
-    assert "| reward_flip=0.4 | dapo | -0.048 [" in text and "| 1/4 |" in text
-    assert "| reward_flip=0.4 | dapo | scheme vs grpo_no_kl | +0.100 [" in text
+    assert "| reward_flip=0.4 | dapo_loss | -0.048 [" in text and "| 1/4 |" in text
+    assert "| reward_flip=0.4 | dapo_loss | scheme vs grpo_no_kl | +0.100 [" in text
     assert "| seeds for an MDE at the margin |" in text
     fig = fault_robustness.figure(changed, margin, FULL)
     assert len(fig.axes) == 1 and "4 paired seeds" in fig._suptitle.get_text()
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["grpo_no_kl", "dapo", "grpo"]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["grpo_no_kl", "dapo_loss", "grpo"]
 
 
 DIRECTED = set(power.SIGN)
@@ -117,7 +121,7 @@ def null_scores(seeds: int = 3, rng_seed: int = 2) -> pd.DataFrame:
     `rng_seed` 2, a few rows of each table say a direction by chance."""
     rng = np.random.default_rng(rng_seed)
     rows = []
-    for scheme in ("grpo", "dapo", "grpo_no_kl"):
+    for scheme in ("grpo", "dapo_loss", "grpo_no_kl"):
         for condition in [CLEAN_CONDITION, *NULL_CONDITIONS]:
             clean = condition == CLEAN_CONDITION
             for seed in range(seeds):
@@ -178,8 +182,10 @@ def test_below_five_seeds_the_mde_and_seeds_needed_come_from_the_pooled_sd_and_s
     three changes happen to agree does not get a tiny one), and the markdown says so; five seeds: each
     row's own."""
     frame = null_scores()
-    agree = (frame["scheme"] == "dapo") & (frame["condition"] == NULL_CONDITIONS[0])
-    clean = frame[(frame["scheme"] == "dapo") & (frame["condition"] == CLEAN_CONDITION)]["score"].to_numpy()
+    agree = (frame["scheme"] == "dapo_loss") & (frame["condition"] == NULL_CONDITIONS[0])
+    clean = frame[(frame["scheme"] == "dapo_loss") & (frame["condition"] == CLEAN_CONDITION)][
+        "score"
+    ].to_numpy()
     frame.loc[agree, "score"] = clean - 0.03 + [0.0, 0.0001, -0.0001]  # sd of the changes 1e-4
     margin = fault_robustness.margin(frame)
     changed = fault_robustness.changes(frame, margin)
@@ -190,7 +196,7 @@ def test_below_five_seeds_the_mde_and_seeds_needed_come_from_the_pooled_sd_and_s
         assert pooled.sd == pytest.approx(np.sqrt((table["sd"] ** 2).mean()))
         assert set(table["mde from"]) == {"pooled"}
         np.testing.assert_allclose(table["mde"], power.mde_factor(3) * pooled.sd / np.sqrt(3))
-    row = changed.set_index(["scheme", "condition"]).loc[("dapo", NULL_CONDITIONS[0])]
+    row = changed.set_index(["scheme", "condition"]).loc[("dapo_loss", NULL_CONDITIONS[0])]
     assert row["sd"] < 1e-3 and row["mde"] > 20 * power.mde_factor(3) * row["sd"] / np.sqrt(3)
     pooled = power.pooled_spread(compared["n"], compared["sd"])
     needed = power.seeds_needed(pooled.sd, margin, most=fault_robustness.SEEDS_SHOWN + 1)

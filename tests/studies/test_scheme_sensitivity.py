@@ -43,7 +43,7 @@ def test_each_knob_changes_its_own_fields():
     own = points["grpo learning_rate x1"].config
     assert points["grpo learning_rate x0.333333"].config.learning_rate == pytest.approx(own.learning_rate / 3)
     assert points["grpo learning_rate x0.333333"].config.learning_rate == 1e-5  # tidy, as a user writes it
-    wide = points["dapo clip x2"].config
+    wide = points["dapo_loss clip x2"].config
     assert (wide.eps_low, wide.eps_high) == (0.4, 0.56)
     cispo = points["cispo clip x0.5"].config
     assert cispo.eps_low == 0.999 and cispo.eps_high == 0.005  # the open side stays open
@@ -84,9 +84,9 @@ LEVELS = {
     ("grpo", "group_size", 0.5): 0.40,
     ("grpo", "group_size", 1.0): 0.50,
     ("grpo", "group_size", 2.0): 0.70,
-    ("dapo", "learning_rate", 1 / 3): 0.20,
-    ("dapo", "learning_rate", 1.0): 0.45,
-    ("dapo", "learning_rate", 3.0): 0.60,
+    ("dapo_loss", "learning_rate", 1 / 3): 0.20,
+    ("dapo_loss", "learning_rate", 1.0): 0.45,
+    ("dapo_loss", "learning_rate", 3.0): 0.60,
     ("grpo_no_kl", "learning_rate", 1 / 3): 0.30,
     ("grpo_no_kl", "learning_rate", 1.0): 0.50,
     ("grpo_no_kl", "learning_rate", 3.0): 0.50,
@@ -98,7 +98,11 @@ def test_outcomes_edges_where_the_score_falls_and_the_figure():
     margin = scheme_sensitivity.margin(scored)
     assert margin == pytest.approx(verdict_table.MARGIN_OF_GAIN * (0.5165 - 0.1), abs=3e-4)
     outcomes = scheme_sensitivity.outcome_table(scored)
-    assert list(outcomes["scheme"].unique()) == ["grpo", "dapo", "grpo_no_kl"]  # the scheme study's order
+    assert list(outcomes["scheme"].unique()) == [
+        "grpo",
+        "dapo_loss",
+        "grpo_no_kl",
+    ]  # the scheme study's order
     assert (outcomes["n"] == 4).all() and (outcomes["lo"] < outcomes["mean"]).all()
     edges = scheme_sensitivity.edge_table(scored, margin)
     found = {(r.scheme, r.knob, round(r.factor, 3)) for r in edges.itertuples()}
@@ -108,37 +112,39 @@ def test_outcomes_edges_where_the_score_falls_and_the_figure():
         ("grpo", "learning_rate", 0.333),
         ("grpo", "group_size", 0.5),
         ("grpo", "group_size", 1.0),
-        ("dapo", "learning_rate", 0.333),
-        ("dapo", "learning_rate", 1.0),
+        ("dapo_loss", "learning_rate", 0.333),
+        ("dapo_loss", "learning_rate", 1.0),
         ("grpo_no_kl", "learning_rate", 0.333),
     }
     fig = scheme_sensitivity.figure(scored, margin, FULL)
     assert len(fig.axes) == 3 * 2  # schemes x knobs present
     assert "4 seeds" in fig._suptitle.get_text()
-    empty = fig.axes[4]  # the group-size row: dapo has no scan here
+    empty = fig.axes[4]  # the group-size row: dapo_loss has no scan here
     assert not empty.axison
 
 
 def test_best_rate_verdicts_beside_the_shared_rate():
     scored = scored_frame(LEVELS)
     outcomes = scheme_sensitivity.outcome_table(scored)
-    assert scheme_sensitivity.best_rates(outcomes) == {"grpo": 1.0, "dapo": 3.0, "grpo_no_kl": 1.0}
+    assert scheme_sensitivity.best_rates(outcomes) == {"grpo": 1.0, "dapo_loss": 3.0, "grpo_no_kl": 1.0}
     table = scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02)
-    dapo = table[(table["row"] == "dapo") & (table["kind"] == "scheme")].iloc[0]
-    assert dapo["effect shared"] == pytest.approx(-0.05, abs=0.003)
-    assert dapo["effect own best"] == pytest.approx(0.10, abs=0.003)
-    assert (dapo["treatment rate x"], dapo["control rate x"]) == (3.0, 1.0)
-    assert dapo["verdict shared"] == "worse" and dapo["verdict own best"] == "better"
-    assert dapo["turns on the rate"]
+    dapo_loss = table[(table["row"] == "dapo_loss") & (table["kind"] == "scheme")].iloc[0]
+    assert dapo_loss["effect shared"] == pytest.approx(-0.05, abs=0.003)
+    assert dapo_loss["effect own best"] == pytest.approx(0.10, abs=0.003)
+    assert (dapo_loss["treatment rate x"], dapo_loss["control rate x"]) == (3.0, 1.0)
+    assert dapo_loss["verdict shared"] == "worse" and dapo_loss["verdict own best"] == "better"
+    assert dapo_loss["turns on the rate"]
     matched = table[table["kind"] == "scheme vs grpo_no_kl"].iloc[0]
     assert matched["effect own best"] == pytest.approx(0.10, abs=0.003) and matched["control rate x"] == 1.0
     text = scheme_sensitivity.best_rate_markdown(table)
-    assert "| dapo | scheme | x3 (not bracketed), x1 | better: +0.1" in text and "| worse: -0.048" in text
+    assert (
+        "| dapo_loss | scheme | x3 (not bracketed), x1 | better: +0.1" in text and "| worse: -0.048" in text
+    )
     assert table["effect shared"].notna().all()
-    # dapo's best is the scan's highest rate: its optimum may lie beyond; grpo's has a lower rate each side
-    assert scheme_sensitivity.bracketed(outcomes)["dapo"] is False
+    # dapo_loss's best is the scan's highest rate: its optimum may lie beyond; grpo's is bracketed
+    assert scheme_sensitivity.bracketed(outcomes)["dapo_loss"] is False
     assert scheme_sensitivity.bracketed(outcomes)["grpo"] is True
-    assert not dapo["treatment bracketed"] and dapo["control bracketed"]
+    assert not dapo_loss["treatment bracketed"] and dapo_loss["control bracketed"]
 
 
 def test_a_drop_within_the_seeds_noise_is_no_edge_and_a_crash_is_one():
@@ -157,12 +163,12 @@ def test_the_own_best_verdict_judged_again_on_fresh_seeds():
     best = scheme_sensitivity.best_rates(outcomes)
     chosen = {(s, k, f): v for (s, k, f), v in LEVELS.items() if k == "learning_rate" and f == best[s]}
     fresh = scored_frame(chosen)
-    fresh.loc[fresh["scheme"] == "dapo", "score"] -= 0.15  # on fresh seeds dapo's best rate loses
+    fresh.loc[fresh["scheme"] == "dapo_loss", "score"] -= 0.15  # on fresh seeds dapo_loss's best rate loses
     table = scheme_sensitivity.best_rate_table(scored, outcomes, margin=0.02, fresh=fresh)
-    dapo = table[(table["row"] == "dapo") & (table["kind"] == "scheme")].iloc[0]
-    assert dapo["verdict own best"] == "better" and dapo["verdict fresh seeds"] == "worse"
-    assert dapo["on fresh seeds"] == "reversed" and dapo["seeds fresh seeds"] == 4
-    assert dapo["adjusted verdict fresh seeds"] in ("worse", "worse, size unsure", "undecided")
+    dapo_loss = table[(table["row"] == "dapo_loss") & (table["kind"] == "scheme")].iloc[0]
+    assert dapo_loss["verdict own best"] == "better" and dapo_loss["verdict fresh seeds"] == "worse"
+    assert dapo_loss["on fresh seeds"] == "reversed" and dapo_loss["seeds fresh seeds"] == 4
+    assert dapo_loss["adjusted verdict fresh seeds"] in ("worse", "worse, size unsure", "undecided")
     text = scheme_sensitivity.best_rate_markdown(table)
     assert text.startswith("Primary scheme table: every arm at its own tuned learning rate")
     assert f"family: the rows of the tuned-rate table on fresh seeds ({len(table)} comparisons); Holm" in text

@@ -38,34 +38,34 @@ CLOSE = (0.02, -0.015, 0.005)
 
 def test_the_design_adds_each_schemes_matched_comparator_once():
     settings = schemes.settings("full")
-    labels = [p.label for p in schemes.design(settings, ["grpo", "scheme_a", "dapo", "cispo"])]
-    assert labels == ["grpo", "scheme_a", "dapo", "cispo", "grpo_no_kl"]
+    labels = [p.label for p in schemes.design(settings, ["grpo", "scheme_a", "dapo_loss", "cispo"])]
+    assert labels == ["grpo", "scheme_a", "dapo_loss", "cispo", "grpo_no_kl"]
     assert [p.label for p in schemes.design(settings, ["grpo", "scheme_a"])] == ["grpo", "scheme_a"]
     points = {p.label: p.config for p in schemes.design(settings)}
     assert points["grpo_no_kl"] == points["grpo"].replace(
         preset="grpo_no_kl", kl_coef=0.0, kl_placement="off"
     )
     assert (
-        points["dapo"].replace(preset="grpo_no_kl", eps_high=0.2, aggregation="seq-mean-token-mean")
+        points["dapo_loss"].replace(preset="grpo_no_kl", eps_high=0.2, aggregation="seq-mean-token-mean")
         == (points["grpo_no_kl"])
-    )  # the matched pair differs in dapo's mechanism alone, on the same study base
+    )  # the matched pair differs in dapo_loss's mechanism alone, on the same study base
 
 
 def test_a_scheme_that_drops_the_kl_is_judged_against_grpo_and_against_grpo_without_it():
-    labels = ["grpo", "scheme_a", "dapo", "grpo_no_kl"]
+    labels = ["grpo", "scheme_a", "dapo_loss", "grpo_no_kl"]
     assert scheme_arms.comparisons(labels) == [
         ("scheme_a", "grpo"),
-        ("dapo", "grpo"),
-        ("dapo", "grpo_no_kl"),
+        ("dapo_loss", "grpo"),
+        ("dapo_loss", "grpo_no_kl"),
         ("grpo_no_kl", "grpo"),
     ]
-    assert scheme_arms.comparisons(["grpo", "dapo"]) == [
-        ("dapo", "grpo")
+    assert scheme_arms.comparisons(["grpo", "dapo_loss"]) == [
+        ("dapo_loss", "grpo")
     ]  # no comparator arm, no matched pair
     assert scheme_arms.arms(set(labels)) == [
         ("scheme_a", "scheme", "scheme_a", "grpo"),
-        ("dapo", "scheme", "dapo", "grpo"),
-        ("dapo", "scheme vs grpo_no_kl", "dapo", "grpo_no_kl"),
+        ("dapo_loss", "scheme", "dapo_loss", "grpo"),
+        ("dapo_loss", "scheme vs grpo_no_kl", "dapo_loss", "grpo_no_kl"),
         ("grpo_no_kl", "scheme", "grpo_no_kl", "grpo"),
     ]
 
@@ -73,13 +73,13 @@ def test_a_scheme_that_drops_the_kl_is_judged_against_grpo_and_against_grpo_with
 def test_a_clear_arm_stops_at_the_first_look_and_a_close_one_goes_on(tmp_path):
     settings = schemes.settings("full")
     assert sequential_seeds.looks(settings) == (3, 6, 9) and settings.seeds == tuple(range(9))
-    points = schemes.design(settings, ["grpo", "scheme_a", "dapo"])
+    points = schemes.design(settings, ["grpo", "scheme_a", "dapo_loss"])
     by = {p.label: p.config for p in points}
     everything = schemes.runs(points, settings, None)
     assert len(everything) == 4 * 9  # nothing stored: every seed of every arm, grpo_no_kl's too
     for seed in range(3):
         store_run(by["grpo"].replace(seed=seed), tmp_path, 0.2 + 0.001 * seed)
-        store_run(by["dapo"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below both
+        store_run(by["dapo_loss"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below both
         store_run(by["grpo_no_kl"].replace(seed=seed), tmp_path, 0.3 - CLOSE[seed] / 40)  # far above grpo
         store_run(by["scheme_a"].replace(seed=seed), tmp_path, 0.2 + CLOSE[seed])
     chosen, open_arms = sequential_seeds.sequential_seeds(points, settings, tmp_path)
@@ -87,17 +87,19 @@ def test_a_clear_arm_stops_at_the_first_look_and_a_close_one_goes_on(tmp_path):
     assert chosen == {
         "grpo": tuple(range(6)),
         "scheme_a": tuple(range(6)),
-        "dapo": (0, 1, 2),
+        "dapo_loss": (0, 1, 2),
         "grpo_no_kl": (0, 1, 2),
     }
     planned = schemes.runs(points, settings, tmp_path)
-    assert sorted(c.seed for c in planned if c == by["dapo"].replace(seed=c.seed)) == [0, 1, 2]
-    assert len(planned) == 3 + 3 + 9 + 9  # dapo and grpo_no_kl decided at 3; grpo and scheme_a up to the cap
+    assert sorted(c.seed for c in planned if c == by["dapo_loss"].replace(seed=c.seed)) == [0, 1, 2]
+    assert (
+        len(planned) == 3 + 3 + 9 + 9
+    )  # dapo_loss and grpo_no_kl decided at 3; grpo and scheme_a up to the cap
 
 
 def test_an_arm_decided_against_grpo_goes_on_while_its_matched_comparison_is_open(tmp_path):
     settings = schemes.settings("full")
-    points = schemes.design(settings, ["grpo", "scheme_a", "dapo"])
+    points = schemes.design(settings, ["grpo", "scheme_a", "dapo_loss"])
     by = {p.label: p.config for p in points}
     assert sequential_seeds.sequential_seeds(points, settings, tmp_path) == (
         {label: (0, 1, 2) for label in by},
@@ -106,16 +108,17 @@ def test_an_arm_decided_against_grpo_goes_on_while_its_matched_comparison_is_ope
     for seed in range(3):
         store_run(by["grpo"].replace(seed=seed), tmp_path, 0.2 + 0.001 * seed)
         store_run(by["scheme_a"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below grpo
-        store_run(by["dapo"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below grpo ...
+        store_run(by["dapo_loss"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed] / 40)  # far below grpo ...
         store_run(by["grpo_no_kl"].replace(seed=seed), tmp_path, 0.1 + CLOSE[seed])  # ... close to grpo_no_kl
     chosen, open_arms = sequential_seeds.sequential_seeds(points, settings, tmp_path)
-    # dapo against grpo and scheme_a are decided; dapo against grpo_no_kl, and grpo_no_kl against grpo
-    # (noisy), are not: dapo, grpo_no_kl and grpo take the next look's seeds, scheme_a stops
-    assert open_arms == {"dapo", "grpo_no_kl", "grpo"}
+    # dapo_loss against grpo and scheme_a are decided; dapo_loss against grpo_no_kl, and grpo_no_kl
+    # against grpo (noisy), are not: dapo_loss, grpo_no_kl and grpo take the next look's seeds, scheme_a
+    # stops
+    assert open_arms == {"dapo_loss", "grpo_no_kl", "grpo"}
     assert chosen == {
         "grpo": tuple(range(6)),
         "scheme_a": (0, 1, 2),
-        "dapo": tuple(range(6)),
+        "dapo_loss": tuple(range(6)),
         "grpo_no_kl": tuple(range(6)),
     }
     assert len(schemes.runs(points, settings, tmp_path)) == 3 + 3 * 9
@@ -141,16 +144,16 @@ def scored(effects: dict[str, float], seeds: int = 4) -> pd.DataFrame:
 
 
 def test_the_table_has_a_row_against_the_matched_comparator_with_grpos_margin():
-    table = schemes.table(scored({"dapo": -0.05, "grpo_no_kl": -0.04, "scheme_a": 0.0}))
+    table = schemes.table(scored({"dapo_loss": -0.05, "grpo_no_kl": -0.04, "scheme_a": 0.0}))
     assert list(zip(table["row"], table["kind"])) == [
         ("scheme_a", "scheme"),
-        ("dapo", "scheme"),
-        ("dapo", "scheme vs grpo_no_kl"),
+        ("dapo_loss", "scheme"),
+        ("dapo_loss", "scheme vs grpo_no_kl"),
         ("grpo_no_kl", "scheme"),
     ]
     by_kind = table.set_index(["row", "kind"])
-    assert by_kind.loc[("dapo", "scheme"), "effect"] == pytest.approx(-0.05, abs=0.01)
-    assert by_kind.loc[("dapo", "scheme vs grpo_no_kl"), "effect"] == pytest.approx(-0.01, abs=0.01)
+    assert by_kind.loc[("dapo_loss", "scheme"), "effect"] == pytest.approx(-0.05, abs=0.01)
+    assert by_kind.loc[("dapo_loss", "scheme vs grpo_no_kl"), "effect"] == pytest.approx(-0.01, abs=0.01)
     assert table["margin"].to_numpy() == pytest.approx(MARGIN_OF_GAIN * 0.2)  # grpo's gain, every row
 
 
