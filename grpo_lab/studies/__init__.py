@@ -25,7 +25,7 @@ NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "13_troubleshooting": ("troubleshooting",),
     "14_scenarios": ("scenarios", "schemes"),
     "15_long_verdicts": ("long_verdicts", "schemes"),
-    "16_scheme_sensitivity": ("scheme_sensitivity", "tuned_tricks"),
+    "16_scheme_sensitivity": ("scheme_sensitivity",),
     "17_fault_robustness": ("fault_robustness",),
 }
 """notebook (its file's stem) -> the modules whose designs its runs come from, its own study first: a

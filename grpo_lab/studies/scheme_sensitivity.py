@@ -20,9 +20,19 @@ shared one. The best rate is chosen on the seeds it is judged on, so that verdic
 scheme; the confirmation (`confirm_design`) runs every scheme at its own best rate again on fresh
 seeds (`fresh_seeds`), where the choice cannot favour it, and the table gives the verdict there too.
 
+The learning rate is scanned from x1/9 to x3 so that every best rate is bracketed (`bracketed`), and
+the verdict at the own best rates on the fresh seeds is the primary scheme table (`best_rate_table`).
+The factorial screen's tricks are confirmed at grpo's tuned rate the same way: the screen runs every trick
+at the shared rate, too high for grpo itself, where a trick that stabilizes training can look good for
+stabilizing a rate that is simply too high; each trick the screen calls better or worse after Holm over
+its factors (`screen_tricks`, at most `TRICKS_CONFIRMED`, the largest effects first) runs as grpo with
+that trick on at grpo's tuned rate, paired with grpo there on the first `TRICK_SEEDS` fresh seeds.
+
 - `settings` / `design` / `run`; `confirm_design` / `run_confirmation` on `fresh_seeds`; `runs`: what
-  `grpo-lab plan` counts, the confirmation included once the best rates can be read from the store;
-- `scores`, `outcome_table`, `edge_table`, `figure`, `best_rates`, `best_rate_table`."""
+  `grpo-lab plan` counts, the confirmation and the tricks included once the best rates can be read from
+  the store;
+- `scores`, `outcome_table`, `edge_table`, `figure`, `best_rates`, `bracketed`, `best_rate_table`;
+- `screen_tricks`, `trick_design` / `run_tricks` / `trick_runs`, `trick_table`, `trick_markdown`."""
 
 import functools
 import math
@@ -35,13 +45,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import multiplicity, power, reversals, stats, verdict_table
+from grpo_lab.analysis.power import ALPHA, SIGN
 from grpo_lab.analysis.stats import seeds_shown
-from grpo_lab.comparisons import paired, scheme_arms, sequential_seeds
+from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds
 from grpo_lab.comparisons.bed import base, described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.store import is_current, run_dir
+from grpo_lab.presets import TRICKS
 from grpo_lab.profiles import Profile
 
 FULL = scheme_arms.FIRST_LOOK
@@ -205,9 +217,12 @@ def runs(points: Sequence[Point], settings: Profile, store: str | Path | None = 
         lowest = min(p.columns["factor"] for p in _rate_points(settings))
         rates = {p.columns["scheme"]: lowest for p in _rate_points(settings)}
     confirming = confirm_design(settings, rates)
-    return [p.config.replace(seed=seed) for p in points for seed in settings.seeds] + [
-        p.config.replace(seed=seed) for p in confirming for seed in fresh_seeds(settings)
-    ]
+    tricks = trick_design(settings, store) if store is not None else None
+    return (
+        [p.config.replace(seed=seed) for p in points for seed in settings.seeds]
+        + [p.config.replace(seed=seed) for p in confirming for seed in fresh_seeds(settings)]
+        + trick_runs(tricks, settings)
+    )
 
 
 def _rate_points(settings: Profile) -> list[Point]:
@@ -432,4 +447,122 @@ def best_rate_markdown(table: pd.DataFrame) -> str:
             "the tuning seeds, judged on fresh seeds), 60 steps; "
             f"{FAMILY.caption(size)}. The shared-rate column is the sensitivity at one common rate.\n\n"
         )
+    return caption + "\n".join(lines) + "\n"
+
+
+TRICKS_CONFIRMED = 6
+"""the most tricks confirmed, the screen's largest directional effects first"""
+TRICK_SEEDS = 3
+"""the fresh seeds each confirmation runs on (the first of `fresh_seeds`)"""
+TRICKS_FAMILY = multiplicity.Family("the screen's tricks confirmed at grpo's tuned rate", "holm")
+"""the table's family and its error-rate control"""
+SCREEN_FAMILY = multiplicity.Family("the screen's factors", "holm")
+"""the family the screen's own words are adjusted over before a trick is picked"""
+
+
+def screen_tricks(effects: pd.DataFrame | None) -> list[str]:
+    """The tricks of `presets.TRICKS` whose screen effect (`screen.main_effects`) shows a direction after
+    Holm over the screen's factors (`SCREEN_FAMILY`), at most `TRICKS_CONFIRMED`, the largest effects
+    first; none without the screen's effects."""
+    if effects is None or not len(effects):
+        return []
+    table = effects.assign(confidence=1 - ALPHA)
+    adjusted = multiplicity.adjust(table, SCREEN_FAMILY)
+    found = adjusted[adjusted["adjusted verdict"].isin(list(SIGN)) & adjusted["factor"].isin(list(TRICKS))]
+    ranked = found.assign(size=found["effect"].abs()).sort_values("size", ascending=False)
+    return list(ranked["factor"])[:TRICKS_CONFIRMED]
+
+
+def trick_seeds(settings: Profile) -> tuple[int, ...]:
+    """The trick confirmation's seeds: the first `TRICK_SEEDS` fresh seeds of the scan (1 under the smoke
+    profile)."""
+    fresh = fresh_seeds(settings)
+    return fresh[: TRICK_SEEDS if settings.name == "full" else 1]
+
+
+def trick_design(settings: Profile, store: str | Path | None = None) -> list[Point] | None:
+    """grpo at its tuned rate (`stored_rates` of the scan in `store`, default the
+    profile's) and each of `tricks` (the screen's stored effects) switched on over it: labels 'grpo' and
+    the trick's name; None while the scan is not stored."""
+    where = settings.runs_dir() if store is None else store
+    rates = stored_rates(settings, where)
+    if rates is None:
+        return None
+    factor = rates[scheme_arms.REFERENCE]
+    lr = _scaled(base(settings).learning_rate, factor)
+    chosen = screen_tricks(screen.stored_effects(settings.name, where))
+    points = [
+        Point(scheme_arms.REFERENCE, {"trick": "none", "factor": factor}, base(settings, learning_rate=lr))
+    ]
+    for name in chosen:
+        config = base(settings, learning_rate=lr, **TRICKS[name])
+        points.append(Point(name, {"trick": name, "factor": factor}, config))
+    return points
+
+
+def trick_runs(
+    points: Sequence[Point] | None, settings: Profile, store: str | Path | None = None
+) -> list[Config]:
+    """What `grpo-lab plan` counts: `points` over `seeds`; before the scan is stored (`points` None),
+    `TRICKS_CONFIRMED` tricks of `presets.TRICKS` over grpo at its own rate stand in for their cost."""
+    if points is None:
+        points = [Point(name, {}, base(settings, **TRICKS[name])) for name in list(TRICKS)[:TRICKS_CONFIRMED]]
+    return [p.config.replace(seed=seed) for p in points for seed in trick_seeds(settings)]
+
+
+def run_tricks(
+    points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) `points` over `seeds` into `root` (default: the profile's store); `options` as
+    for `experiments.run_design`."""
+    return run_design(points, trick_seeds(settings), settings.runs_dir() if root is None else root, **options)
+
+
+def trick_table(result: SweepResult, margin: float, effects: pd.DataFrame | None) -> pd.DataFrame:
+    """Each trick against grpo at grpo's tuned rate, paired on seeds against `margin` (the scheme study's,
+    `margin`), adjusted over the rows (`TRICKS_FAMILY`), with the screen's effect, interval
+    and word at the shared rate beside it (`screen` columns; NaN without the screen's effects)."""
+    scored = paired.scores(result, {})
+    names = [label for label in dict.fromkeys(result.runs["label"]) if label != scheme_arms.REFERENCE]
+    rows = [(name, "trick", name, scheme_arms.REFERENCE) for name in names]
+    if not rows:
+        return pd.DataFrame(columns=["row", "verdict", "adjusted verdict", "p"])
+    compared = verdict_table.compare(scored, rows, margin=margin)
+    out = multiplicity.adjust(verdict_table.pooled_mdes(compared), TRICKS_FAMILY)
+    shown = effects.set_index("factor") if effects is not None else pd.DataFrame()
+    for column in ("effect", "ci_low", "ci_high", "verdict"):
+        out[f"screen {column}"] = [shown[column].get(n) if column in shown else None for n in out["row"]]
+    return out
+
+
+def trick_markdown(rows: pd.DataFrame) -> str:
+    """`table` as GitHub markdown under its family's caption: per trick, the verdict at grpo's tuned rate
+    (raw and adjusted), the greedy effect and notes, and the screen's word at the shared rate."""
+    head = [
+        "trick",
+        "at grpo's tuned rate",
+        "adjusted",
+        "greedy effect",
+        "notes",
+        "screen at the shared rate",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows.to_dict("records"):
+        tuned = (
+            f"{verdict_table.WORDS.get(r['verdict'], 'undecided')}: {r['effect']:+.3f} "
+            f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], {r['seeds']} seeds"
+        )
+        greedy = f"{r['greedy effect']:+.3f} [{r['greedy ci_low']:+.3f}, {r['greedy ci_high']:+.3f}]"
+        at_screen = (
+            f"{verdict_table.WORDS.get(r['screen verdict'], 'undecided')}: {r['screen effect']:+.3f} "
+            f"[{r['screen ci_low']:+.3f}, {r['screen ci_high']:+.3f}]"
+            if isinstance(r["screen effect"], float)
+            else "n/a"
+        )
+        adjusted = verdict_table.WORDS.get(r["adjusted verdict"], "undecided")
+        lines.append(
+            "| " + " | ".join([r["row"], tuned, adjusted, greedy, verdict_table.notes(r), at_screen]) + " |"
+        )
+    family = TRICKS_FAMILY.caption(multiplicity.family_size(rows))
+    caption = f"Screen tricks at grpo's tuned learning rate, 60 steps; {family}.\n\n"
     return caption + "\n".join(lines) + "\n"

@@ -68,7 +68,7 @@ COUNTED = {
     "grpo": (BED, 3, 2),
     "grpo_no_kl": ({**BED, "preset": "grpo_no_kl"}, 2, 2),
     "cispo": ({**BED, "preset": "cispo"}, 2, 2),
-    "dapo": ({**BED, "preset": "dapo"}, 2, 2),
+    "dapo_loss": ({**BED, "preset": "dapo_loss"}, 2, 2),
     "learnable_temperature": ({**BED, **TRICKS["learnable_temperature"]}, 3, 2),
     "two_layer_kl": ({**BED, **TRICKS["two_layer_kl"]}, 4, 2),
     "EOS suppressed": ({**BED, "fault_long_frac": 0.5}, 4, 2),  # the old log-probs recomputed
@@ -148,11 +148,11 @@ def test_flops_scale_with_tokens_passes_and_size():
 
 def test_the_study_base_schemes_by_count():
     """On the study base (2 passes of 4 mini-batches): grpo runs the reference besides its two policy
-    passes; grpo_no_kl, cispo and dapo drop it; at equal tokens that is 14 N against 16 N a token."""
+    passes; grpo_no_kl, cispo and dapo_loss drop it; at equal tokens that is 14 N against 16 N a token."""
     grpo = cost_of(base("full"))
     assert (grpo.passes.forward, grpo.passes.backward, grpo.passes.old) == (3, 2, 0)
     assert grpo.tokens == Tokens(sampled=64 * 48, trained=64 * 48, rounds=1.0)
-    for name in ("grpo_no_kl", "cispo", "dapo"):
+    for name in ("grpo_no_kl", "cispo", "dapo_loss"):
         cost = cost_of(base("full", name))
         assert step_cost.flops_ratio(cost, grpo) == pytest.approx(14 / 16)
         assert step_cost.cost_cell(cost, grpo) == (

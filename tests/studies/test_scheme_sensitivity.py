@@ -190,8 +190,11 @@ def test_the_confirmation_runs_each_best_rate_on_seeds_it_was_not_chosen_on():
 def test_the_plan_counts_the_confirmation_before_and_after_the_rates_are_known(tmp_path):
     points = scheme_sensitivity.design(FULL)
     counted = scheme_sensitivity.runs(points, FULL, tmp_path)  # nothing stored: the lowest rate stands in
-    extra = counted[len(points) * len(FULL.seeds) :]
-    assert len(extra) == len(schemes.SCHEMES) * scheme_sensitivity.FRESH_SEEDS
+    confirming = len(schemes.SCHEMES) * scheme_sensitivity.FRESH_SEEDS
+    extra = counted[len(points) * len(FULL.seeds) :][:confirming]
+    tricks = counted[len(points) * len(FULL.seeds) + confirming :]  # stand-ins until the scan is stored
+    assert len(tricks) == scheme_sensitivity.TRICKS_CONFIRMED * scheme_sensitivity.TRICK_SEEDS
+    assert {c.seed for c in tricks} == set(scheme_sensitivity.trick_seeds(FULL))
     own = {p.config.key() for p in schemes.design(schemes.settings("full"))}
     assert not {c.replace(seed=0).key() for c in extra} & own  # not runs the scheme study counts
     assert {c.seed for c in extra} == set(scheme_sensitivity.fresh_seeds(FULL))

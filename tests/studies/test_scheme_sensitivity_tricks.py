@@ -8,7 +8,7 @@ import pytest
 
 from grpo_lab.analysis import verdict_table
 from grpo_lab.presets import TRICKS
-from grpo_lab.studies import scheme_sensitivity, tuned_tricks
+from grpo_lab.studies import scheme_sensitivity
 
 
 def effects(rows: list[tuple[str, float, float]]) -> pd.DataFrame:
@@ -29,16 +29,19 @@ def test_the_tricks_picked_show_a_direction_after_holm_largest_first():
             (names[3], 0.0, 0.003),
         ]
     )
-    assert tuned_tricks.tricks(found) == [names[1], names[0]]
-    assert tuned_tricks.tricks(None) == []
+    assert scheme_sensitivity.screen_tricks(found) == [names[1], names[0]]
+    assert scheme_sensitivity.screen_tricks(None) == []
     many = effects([(n, 0.02 + 0.001 * i, 0.003) for i, n in enumerate(names[:8])])
-    assert tuned_tricks.tricks(many) == names[:8][::-1][: tuned_tricks.CONFIRM]
+    assert scheme_sensitivity.screen_tricks(many) == names[:8][::-1][: scheme_sensitivity.TRICKS_CONFIRMED]
 
 
 def test_nothing_is_designed_before_the_scan_is_stored(tmp_path):
-    settings = tuned_tricks.settings("full")
-    assert tuned_tricks.design(settings, tmp_path) is None
-    assert tuned_tricks.seeds(settings) == scheme_sensitivity.fresh_seeds(settings)[: tuned_tricks.SEEDS]
+    settings = scheme_sensitivity.settings("full")
+    assert scheme_sensitivity.trick_design(settings, tmp_path) is None
+    assert (
+        scheme_sensitivity.trick_seeds(settings)
+        == scheme_sensitivity.fresh_seeds(settings)[: scheme_sensitivity.TRICK_SEEDS]
+    )
 
 
 def test_the_table_is_one_family_beside_the_screens_words(monkeypatch):
@@ -52,16 +55,16 @@ def test_the_table_is_one_family_beside_the_screens_words(monkeypatch):
             for label, score in (("grpo", grpo), ("dynamic_sampling", grpo + [0.02, 0.021, 0.019]))
         ]
     )
-    monkeypatch.setattr(tuned_tricks.paired, "scores", lambda result, measured: scored)
+    monkeypatch.setattr(scheme_sensitivity.paired, "scores", lambda result, measured: scored)
 
     class Result:
         runs = pd.DataFrame({"label": ["grpo", "dynamic_sampling"]})
 
     screened = effects([("dynamic_sampling", 0.015, 0.003)]).assign(verdict="better")
-    rows = tuned_tricks.table(Result(), 0.007, screened)  # type: ignore[arg-type]
+    rows = scheme_sensitivity.trick_table(Result(), 0.007, screened)  # type: ignore[arg-type]
     row = rows.iloc[0]
     assert row["row"] == "dynamic_sampling" and row["verdict"] == "better"
     assert row["screen verdict"] == "better" and row["screen effect"] == pytest.approx(0.015)
-    text = tuned_tricks.markdown(rows)
+    text = scheme_sensitivity.trick_markdown(rows)
     assert "family: the screen's tricks confirmed at grpo's tuned rate (1 comparisons); Holm" in text
     assert "| dynamic_sampling | better: +0.020" in text and "better: +0.015 [+0.012, +0.018]" in text
