@@ -261,6 +261,8 @@ def write_index(root: Path, profile: str) -> Path:
     placed: dict[str, list[Path]] = {}
     unplaced: list[tuple[Path, str]] = []
     for figure in sorted((root / "figures").glob("*.png")):
+        if profile == "full" and figure.stem.endswith("_smoke"):
+            continue  # a smoke figure is never committed: it has no place in the committed index
         record = recorded(figure)
         if record is None:
             unplaced.append((figure, "no provenance recorded in its data"))
