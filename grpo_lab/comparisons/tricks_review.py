@@ -351,6 +351,19 @@ def _find(verdict_table: pd.DataFrame, sources: Sequence[Source]) -> tuple[Sourc
     return None
 
 
+def _adjusted(row: dict) -> dict:
+    """A row as its table's error-rate control reads it (`analysis.multiplicity.adjust`): the adjusted
+    word and interval in place of the raw ones, and the recommendation derived anew from them; a row of
+    a table without that control as it is."""
+    if not isinstance(row.get("adjusted verdict"), str):
+        return row
+    out = dict(row)
+    out["verdict"] = row["adjusted verdict"]
+    out["ci_low"], out["ci_high"] = row["adjusted ci_low"], row["adjusted ci_high"]
+    out["recommendation"] = recommendation(out["verdict"], row["cost x"], _inert(row))
+    return out
+
+
 def _reversed(row: dict) -> dict:
     """A row read the other way round, treatment and control swapped: the effect and its interval
     negated, better and worse exchanged, every multiple inverted, and the recommendation derived anew
@@ -408,8 +421,9 @@ def _unmeasured(trick: ReviewTrick) -> tuple[dict[str, object], dict[str, str], 
 def _read(
     trick: ReviewTrick, source: Source, raw: dict
 ) -> tuple[dict[str, object], dict[str, str], dict[str, str]]:
-    """The columns of a trick measured by the verdict-table row `raw` of `source` (`review_table`)."""
-    row = _reversed(raw) if source.reverse else raw
+    """The columns of a trick measured by the verdict-table row `raw` of `source` (`review_table`), read
+    on its adjusted word where the table controls its error rate (`_adjusted`)."""
+    row = _reversed(_adjusted(raw)) if source.reverse else _adjusted(raw)
     direction, multiple = stability_direction(direction_figures(row)), row[f"{STABILITY_FIGURE} x"]
     variance = "n/a" if not math.isfinite(multiple) else f"x{multiple:.2f}"
     interval = f"{_signed(row['effect'])} [{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
