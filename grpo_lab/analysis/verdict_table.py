@@ -39,6 +39,11 @@ MARGIN_OF_GAIN = 0.15
 """the effect of interest as a fraction of the reference's gain over the run in the headline score:
 an interval inside +-margin is 'no difference', and every headline design is sized so that its MDE is at most
 this fraction of the gain"""
+SHARED_RATE = (
+    "The scheme rows compare every arm at one shared learning rate, the study base's: the sensitivity at "
+    "one common rate. The primary scheme table, every arm at its own tuned rate, is figures/16_best_rates.md."
+)
+"""the line a shared-rate scheme table carries under its caption"""
 COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
 COUNT_COLUMNS = ("cost:forward", "cost:backward", "cost:flops", "cost:sampled", "cost:trained")

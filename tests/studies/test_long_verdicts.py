@@ -41,10 +41,10 @@ def test_null_rows_that_say_a_direction_raw_do_not_under_holm_and_the_caption_na
     assert table["verdict"].isin(SIGN).sum() == 2
     assert not table["adjusted verdict"].isin(SIGN).any()
     text = long_verdicts.markdown(table)
-    caption, shown = text.split("\n\n", 1)
+    caption, rate, shown = text.split("\n\n", 2)
     assert caption == long_verdicts.FAMILY.caption(12)
     assert caption.startswith("family: every row of the long-horizon verdict table (12 comparisons); Holm")
-    assert shown == verdict_table.table_markdown(table)
+    assert rate == verdict_table.SHARED_RATE and shown == verdict_table.table_markdown(table)
     assert "| worse, size unsure | undecided |" in shown and "| better, size unsure | undecided |" in shown
     monkeypatch.setenv("GRPO_LAB_FIGURES", str(tmp_path))
     assert long_verdicts.save_markdown(table, "15_long_verdicts_test").read_text() == text

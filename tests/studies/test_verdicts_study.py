@@ -120,4 +120,6 @@ def test_the_table_is_one_family_under_holm_and_its_markdown_names_it(tmp_path, 
     text = path.read_text()
     assert path.parent == tmp_path
     assert text.startswith(f"family: every row of the verdict table ({members} comparisons); Holm")
-    assert "| adjusted verdict |" in text.splitlines()[2]
+    assert (
+        text.splitlines()[2] == verdict_table.SHARED_RATE and "| adjusted verdict |" in text.splitlines()[4]
+    )
