@@ -39,11 +39,6 @@ MARGIN_OF_GAIN = 0.15
 """the effect of interest as a fraction of the reference's gain over the run in the headline score:
 an interval inside +-margin is 'no difference', and every headline design is sized so that its MDE is at most
 this fraction of the gain"""
-SHARED_RATE = (
-    "The scheme rows compare every arm at one shared learning rate, the study base's: the sensitivity at "
-    "one common rate. The primary scheme table, every arm at its own tuned rate, is figures/16_best_rates.md."
-)
-"""the line a shared-rate scheme table carries under its caption"""
 COST_MARGIN = 0.05
 """a cost multiple within 1 +- this counts as costing the same"""
 COUNT_COLUMNS = ("cost:forward", "cost:backward", "cost:flops", "cost:sampled", "cost:trained")
@@ -449,6 +444,10 @@ def _mean(values: pd.Series) -> float:
     return float(values.mean()) if values.notna().any() else math.nan
 
 
+UNREAD = (math.nan, math.nan, math.nan)
+"""an effect with its interval that a row does not read"""
+
+
 def factorial_rows(
     runs: pd.DataFrame,
     effects: pd.DataFrame,
@@ -484,9 +483,7 @@ def factorial_rows(
                 "row": e.factor,
                 "kind": kind,
                 "protocol": "factorial screen",
-                **headline.columns(
-                    on_greedy, (math.nan, math.nan, math.nan)
-                ),  # the on-runs mix other factors
+                **headline.columns(on_greedy, UNREAD),  # the on-runs mix other factors: no arm to read
                 "gain": reference_gain,
                 "mde / gain": e.mde / reference_gain if reference_gain > 0 else math.nan,
                 **_stability(on, off),
@@ -533,7 +530,8 @@ def table_markdown(table: pd.DataFrame) -> str:
     when it is not 95%: the sequential rule's adjusted one) and its MDE on the headline score, `MDE / gain`,
     the seeds it rests on, the paired effect on greedy accuracy with its interval, the mean paired effect on
     pass@4 where both arms logged it (n/a otherwise), the row's activity measure, its stability
-    (`stability_cell`) and its step-time multiple, the verdict in the words of `WORDS` (else 'undecided'),
+    (`stability_cell`), its cost by count (`counted_cost`) with the quiet bench's step-time multiple where
+    the row has one, the verdict in the words of `WORDS` (else 'undecided'),
     the word after the table's error-rate control (`analysis.multiplicity.adjust`; n/a for a table not
     adjusted) and the row's `notes`."""
     lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]

@@ -32,6 +32,11 @@ SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c", "dr_grpo", "dapo_loss", "
 """the compared schemes (presets); `grpo` is the reference and `grpo_no_kl` the matched comparator of
 the four that drop the KL, itself compared with grpo (what dropping the KL does)"""
 REFERENCE = "grpo"
+SHARED_RATE = (
+    "The scheme rows compare every arm at one shared learning rate, the study base's: the sensitivity at "
+    "one common rate. The primary scheme table, every arm at its own tuned rate, is figures/16_best_rates.md."
+)
+"""the line a scheme table at the shared rate carries under its caption (12's, 15's)"""
 SMOKE_SCHEMES = 2
 """the smoke profile compares the first this many schemes"""
 FULL = Budget(seeds=tuple(range(9)), steps=60, eval_every=5, scored_tail=True)

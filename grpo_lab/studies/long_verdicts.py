@@ -114,9 +114,9 @@ def table(result: SweepResult, settings: Profile) -> pd.DataFrame:
 def markdown(verdict_rows: pd.DataFrame) -> str:
     """The table as GitHub markdown (`analysis.verdict_table.table_markdown`: the raw and the adjusted
     verdict) under its family's caption line (`FAMILY`) and the line that says its rate is the shared one
-    (`verdict_table.SHARED_RATE`)."""
+    (`scheme_arms.SHARED_RATE`)."""
     caption = FAMILY.caption(multiplicity.family_size(verdict_rows))
-    return f"{caption}\n\n{verdict_table.SHARED_RATE}\n\n{verdict_table.table_markdown(verdict_rows)}"
+    return f"{caption}\n\n{scheme_arms.SHARED_RATE}\n\n{verdict_table.table_markdown(verdict_rows)}"
 
 
 def save_markdown(verdict_rows: pd.DataFrame, name: str) -> Path:

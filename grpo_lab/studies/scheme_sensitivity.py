@@ -212,12 +212,16 @@ def runs(points: Sequence[Point], settings: Profile, store: str | Path | None = 
     `fresh_seeds`: at the best rates read from `store` (`stored_rates`) once they can be, and until then
     (or with no store) every scheme at the scan's lowest rate standing in for its cost (not at its own
     rate, whose runs on those seeds the scheme study already counts)."""
-    rates = None if store is None else stored_rates(settings, store)
+    stored = None if store is None else stored_rates(settings, store)
+    rates = stored
     if rates is None:
         lowest = min(p.columns["factor"] for p in _rate_points(settings))
         rates = {p.columns["scheme"]: lowest for p in _rate_points(settings)}
     confirming = confirm_design(settings, rates)
-    tricks = trick_design(settings, store) if store is not None else None
+    tricks = None
+    if stored is not None and store is not None:
+        effects = screen.stored_effects(settings.name, store)
+        tricks = tuned_trick_points(settings, stored[scheme_arms.REFERENCE], effects)
     return (
         [p.config.replace(seed=seed) for p in points for seed in settings.seeds]
         + [p.config.replace(seed=seed) for p in confirming for seed in fresh_seeds(settings)]
@@ -481,29 +485,32 @@ def trick_seeds(settings: Profile) -> tuple[int, ...]:
 
 
 def trick_design(settings: Profile, store: str | Path | None = None) -> list[Point] | None:
-    """grpo at its tuned rate (`stored_rates` of the scan in `store`, default the
-    profile's) and each of `tricks` (the screen's stored effects) switched on over it: labels 'grpo' and
-    the trick's name; None while the scan is not stored."""
+    """`tuned_trick_points` at grpo's tuned rate (`stored_rates` of the scan in `store`, default the
+    profile's) for the screen's stored effects; None while the scan is not stored."""
     where = settings.runs_dir() if store is None else store
     rates = stored_rates(settings, where)
     if rates is None:
         return None
-    factor = rates[scheme_arms.REFERENCE]
+    return tuned_trick_points(
+        settings, rates[scheme_arms.REFERENCE], screen.stored_effects(settings.name, where)
+    )
+
+
+def tuned_trick_points(settings: Profile, factor: float, effects: pd.DataFrame | None) -> list[Point]:
+    """grpo at `factor` times its rate ('grpo') and each of `screen_tricks(effects)` switched on over it
+    (labelled by the trick's name)."""
     lr = _scaled(base(settings).learning_rate, factor)
-    chosen = screen_tricks(screen.stored_effects(settings.name, where))
     points = [
         Point(scheme_arms.REFERENCE, {"trick": "none", "factor": factor}, base(settings, learning_rate=lr))
     ]
-    for name in chosen:
+    for name in screen_tricks(effects):
         config = base(settings, learning_rate=lr, **TRICKS[name])
         points.append(Point(name, {"trick": name, "factor": factor}, config))
     return points
 
 
-def trick_runs(
-    points: Sequence[Point] | None, settings: Profile, store: str | Path | None = None
-) -> list[Config]:
-    """What `grpo-lab plan` counts: `points` over `seeds`; before the scan is stored (`points` None),
+def trick_runs(points: Sequence[Point] | None, settings: Profile) -> list[Config]:
+    """What `grpo-lab plan` counts: `points` over `trick_seeds`; before the scan is stored (`points` None),
     `TRICKS_CONFIRMED` tricks of `presets.TRICKS` over grpo at its own rate stand in for their cost."""
     if points is None:
         points = [Point(name, {}, base(settings, **TRICKS[name])) for name in list(TRICKS)[:TRICKS_CONFIRMED]]
@@ -513,15 +520,15 @@ def trick_runs(
 def run_tricks(
     points: Sequence[Point], settings: Profile, root: str | Path | None = None, **options: Any
 ) -> SweepResult:
-    """Train (or load) `points` over `seeds` into `root` (default: the profile's store); `options` as
-    for `experiments.run_design`."""
+    """Train (or load) `points` over `trick_seeds` into `root` (default: the profile's store); `options`
+    as for `experiments.run_design`."""
     return run_design(points, trick_seeds(settings), settings.runs_dir() if root is None else root, **options)
 
 
 def trick_table(result: SweepResult, margin: float, effects: pd.DataFrame | None) -> pd.DataFrame:
-    """Each trick against grpo at grpo's tuned rate, paired on seeds against `margin` (the scheme study's,
-    `margin`), adjusted over the rows (`TRICKS_FAMILY`), with the screen's effect, interval
-    and word at the shared rate beside it (`screen` columns; NaN without the screen's effects)."""
+    """Each trick against grpo at grpo's tuned rate, paired on seeds against `margin` (the scheme study's:
+    `margin`), adjusted over the rows (`TRICKS_FAMILY`), with the screen's effect, interval and word at
+    the shared rate beside it (`screen ...` columns; None without the screen's effects)."""
     scored = paired.scores(result, {})
     names = [label for label in dict.fromkeys(result.runs["label"]) if label != scheme_arms.REFERENCE]
     rows = [(name, "trick", name, scheme_arms.REFERENCE) for name in names]

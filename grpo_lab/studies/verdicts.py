@@ -237,10 +237,10 @@ def figure(verdict_rows: pd.DataFrame, settings: Profile) -> plt.Figure:
 def save_markdown(verdict_rows: pd.DataFrame, name: str) -> Path:
     """Write the table as markdown (`analysis.verdict_table.table_markdown`, the columns of
     `TABLE_COLUMNS`) under its family's caption (`FAMILY`) and the line that says its scheme rows are at the
-    shared rate (`verdict_table.SHARED_RATE`), next to its figure (`plots.save_markdown`)."""
+    shared rate (`scheme_arms.SHARED_RATE`), next to its figure (`plots.save_markdown`)."""
     caption = FAMILY.caption(multiplicity.family_size(verdict_rows))
     table = verdict_table.table_markdown(verdict_rows)
-    return plots.save_markdown(f"{caption}\n\n{verdict_table.SHARED_RATE}\n\n{table}", name)
+    return plots.save_markdown(f"{caption}\n\n{scheme_arms.SHARED_RATE}\n\n{table}", name)
 
 
 def figure_review(reviewed: pd.DataFrame, settings: Profile) -> plt.Figure:

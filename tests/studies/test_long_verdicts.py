@@ -5,6 +5,7 @@ import pandas as pd
 
 from grpo_lab.analysis import multiplicity, verdict_table
 from grpo_lab.analysis.power import SIGN, word
+from grpo_lab.comparisons import scheme_arms
 from grpo_lab.studies import long_verdicts
 
 
@@ -44,7 +45,7 @@ def test_null_rows_that_say_a_direction_raw_do_not_under_holm_and_the_caption_na
     caption, rate, shown = text.split("\n\n", 2)
     assert caption == long_verdicts.FAMILY.caption(12)
     assert caption.startswith("family: every row of the long-horizon verdict table (12 comparisons); Holm")
-    assert rate == verdict_table.SHARED_RATE and shown == verdict_table.table_markdown(table)
+    assert rate == scheme_arms.SHARED_RATE and shown == verdict_table.table_markdown(table)
     assert "| worse, size unsure | undecided |" in shown and "| better, size unsure | undecided |" in shown
     monkeypatch.setenv("GRPO_LAB_FIGURES", str(tmp_path))
     assert long_verdicts.save_markdown(table, "15_long_verdicts_test").read_text() == text

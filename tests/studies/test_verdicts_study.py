@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from grpo_lab.analysis import sequential, verdict_table
-from grpo_lab.comparisons import screen, sequential_seeds
+from grpo_lab.comparisons import scheme_arms, screen, sequential_seeds
 from grpo_lab.experiments.designs import factorial_matrix
 from grpo_lab.studies import ablations, verdicts
 
@@ -120,6 +120,4 @@ def test_the_table_is_one_family_under_holm_and_its_markdown_names_it(tmp_path, 
     text = path.read_text()
     assert path.parent == tmp_path
     assert text.startswith(f"family: every row of the verdict table ({members} comparisons); Holm")
-    assert (
-        text.splitlines()[2] == verdict_table.SHARED_RATE and "| adjusted verdict |" in text.splitlines()[4]
-    )
+    assert text.splitlines()[2] == scheme_arms.SHARED_RATE and "| adjusted verdict |" in text.splitlines()[4]
