@@ -14,6 +14,12 @@ open interval of effects: *supported* when it lies inside, *not supported* when 
 *inconclusive* otherwise, or when the interval rests on fewer than 3 seeds or has zero width (as
 every verdict of the lab); the MDE says whether more seeds could settle it. Nothing here is written
 by hand.
+
+The catalogue is one family (`FAMILY`): each claim also has its interval at the Bonferroni level (alpha
+over the claims with an interval, `analysis.multiplicity.intervals`, on the scale where the interval is
+symmetric: the log-ratio for a relative effect) and the verdict read from it. Bonferroni, not Holm: a
+claim is read against its own region, not against no effect, and only simultaneous intervals bound
+the chance that any verdict of the table is wrong whatever the regions.
 """
 
 import math
@@ -27,7 +33,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from grpo_lab.analysis.power import MIN_SEEDS, paired, zero_width
+from grpo_lab.analysis import multiplicity
+from grpo_lab.analysis.power import ALPHA, MIN_SEEDS, paired, zero_width
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.stats import EFFECTS, volatility
 from grpo_lab.registry import Registry
@@ -328,10 +335,15 @@ def effect(claim: Claim, scores: pd.DataFrame) -> dict[str, float]:
     return {**on_logs, **mapped}
 
 
+FAMILY = multiplicity.Family("every claim of the catalogue", "bonferroni")
+"""the claims table's family and its error-rate control (module doc)"""
+
+
 def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
     """The table of claims: per claim, its test (metric, effect, claimed region and how it reads the
     document), the arms' mean scores, the paired effect with its 95% interval, the seeds paired (n),
-    the minimum detectable effect and the verdict of `verdict`."""
+    the minimum detectable effect and the verdict of `verdict`; then the family's (`FAMILY`, `adjusted`)
+    `adjusted low`, `adjusted high` and `adjusted verdict`."""
     rows = []
     for claim in claims:
         mine = scores[scores["claim"] == claim.name]
@@ -357,7 +369,49 @@ def evaluate(claims: Sequence[Claim], scores: pd.DataFrame) -> pd.DataFrame:
             ),
         }
         rows.append(row)
-    return pd.DataFrame(rows)
+    return adjusted(pd.DataFrame(rows), claims)
+
+
+def adjusted(table: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
+    """`table` (`evaluate`'s rows) with each claim's interval at its `FAMILY` level (`adjusted low`,
+    `adjusted high`, `adjusted confidence`), whether it is in the family (`in family`) and the verdict
+    read from it (`adjusted verdict`). A relative
+    effect's interval is widened on the log-ratio scale, where it is symmetric; a claim without a finite
+    interval or with too few seeds stays out of the family and keeps its verdict."""
+    relative = (table["effect"] == "relative").to_numpy()
+    on_scale = {
+        c: np.where(relative, np.log1p(table[c].to_numpy(dtype=float)), table[c])
+        for c in ("estimate", "low", "high")
+    }
+    n = table["n"].to_numpy(dtype=float)
+    found = multiplicity.intervals(
+        on_scale["estimate"],
+        on_scale["low"],
+        on_scale["high"],
+        np.full(len(table), 1 - ALPHA),
+        n - 1,
+        FAMILY,
+        n >= MIN_SEEDS,
+    )
+    out = table.copy()
+    low, high = found["adjusted ci_low"].to_numpy(), found["adjusted ci_high"].to_numpy()
+    out["adjusted low"] = np.where(relative, np.expm1(low), low)
+    out["adjusted high"] = np.where(relative, np.expm1(high), high)
+    out["adjusted confidence"] = found["adjusted confidence"].to_numpy()
+    out["in family"] = found["member"].to_numpy()
+    regions = {c.name: c.region for c in claims}
+    out["adjusted verdict"] = [
+        verdict(lo, hi, regions[name], int(k)) if inside else raw
+        for lo, hi, name, k, inside, raw in zip(
+            out["adjusted low"], out["adjusted high"], out["claim"], n, found["member"], out["verdict"]
+        )
+    ]
+    return out
+
+
+def caption(table: pd.DataFrame) -> str:
+    """The claims table's family line (`FAMILY`): the claims in it and its control."""
+    return FAMILY.caption(int(table["in family"].sum()))
 
 
 COLORS = {"supported": "tab:green", "not supported": "tab:red", "inconclusive": "0.45"}

@@ -16,6 +16,10 @@ interval) beside its adjusted word (from its interval at the level the control g
   R of m rows selected, every row's adjusted interval is its interval at level R alpha / m (alpha / m
   when none is), the false-coverage-rate interval of Benjamini and Yekutieli ("False Discovery
   Rate-Adjusted Multiple Confidence Intervals for Selected Parameters", JASA 100, 2005).
+- `bonferroni`: every row at alpha / m: simultaneous intervals, which cover all m effects at once with
+  probability at least 1 - alpha whatever the words read from them. The control for a table whose
+  words are not read against 0 (a claim's region, `analysis.claim_checks`): Holm's order comes from
+  tests of no effect, and only simultaneous intervals bound the error of any word read from them.
 
 The control is of the directional claims (an adjusted interval that excludes 0). 'better' / 'worse'
 (the whole adjusted interval beyond the margin) and 'no difference' (the whole adjusted interval
@@ -66,14 +70,22 @@ def benjamini_hochberg(p: ArrayLike, alpha: float = ALPHA) -> NDArray[np.float64
     return np.full(m, selected * alpha / m)
 
 
+def bonferroni(p: ArrayLike, alpha: float = ALPHA) -> NDArray[np.float64]:
+    """alpha / m for each of the m p-values, whatever their values."""
+    p = np.asarray(p, dtype=float)
+    return np.full(len(p), alpha / max(len(p), 1))
+
+
 CONTROLS: dict[str, Callable[[ArrayLike, float], NDArray[np.float64]]] = {
     "holm": holm,
     "bh": benjamini_hochberg,
+    "bonferroni": bonferroni,
 }
 """each control: p-values and alpha -> the level each row is tested at"""
 CONTROL_NAMES = {
     "holm": "Holm (family-wise error rate)",
     "bh": "Benjamini-Hochberg (false-discovery rate)",
+    "bonferroni": "Bonferroni (simultaneous intervals, family-wise error rate)",
 }
 """how a caption names each control and the rate it controls"""
 
@@ -123,37 +135,69 @@ def p_values(
     return np.where(bad, np.nan, np.minimum(p, 1.0))
 
 
+def intervals(
+    effect: ArrayLike,
+    low: ArrayLike,
+    high: ArrayLike,
+    confidence: ArrayLike,
+    df: ArrayLike,
+    family: Family,
+    member: ArrayLike | None = None,
+) -> pd.DataFrame:
+    """Each row's interval at the level `family`'s control gives it: columns `p` (`p_values`), `member`
+    (in the family: a finite p, and `member` where given), `adjusted confidence`, `adjusted ci_low` and
+    `adjusted ci_high` (a row outside the family keeps its own interval)."""
+    p = p_values(effect, low, high, confidence, df, family.alpha)
+    inside = np.isfinite(p) & (np.ones(len(p), bool) if member is None else np.asarray(member, bool))
+    levels = np.full(len(p), np.nan)
+    if inside.any():
+        levels[inside] = CONTROLS[family.control](p[inside], family.alpha)
+    own = 1 - np.asarray(confidence, dtype=float)
+    adjusted = own * levels / family.alpha  # (rows,)
+    d = np.asarray(df, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        widen = stats.t.isf(adjusted / 2, d) / stats.t.isf(own / 2, d)
+    lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    half = (hi - lo) / 2 * widen
+    centre = np.asarray(effect, dtype=float)
+    return pd.DataFrame(
+        {
+            "p": p,
+            "member": inside,
+            "adjusted confidence": np.where(inside, 1 - adjusted, 1 - own),
+            "adjusted ci_low": np.where(inside, centre - half, lo),
+            "adjusted ci_high": np.where(inside, centre + half, hi),
+        }
+    )
+
+
 def adjust(table: pd.DataFrame, family: Family) -> pd.DataFrame:
     """`table` (a row per comparison with `effect`, `ci_low`, `ci_high`, `confidence`, `df`, `margin`
     and `verdict`) with the family's adjustment: `p` (`p_values`), `adjusted confidence`, `adjusted
-    ci_low` / `adjusted ci_high` (the row's interval at its adjusted level) and `adjusted verdict`
-    (`power.word` of that interval; a row outside the family keeps its verdict)."""
+    ci_low` / `adjusted ci_high` (the row's interval at its adjusted level, `intervals`) and `adjusted
+    verdict` (`power.word` of that interval; a row outside the family, too few seeds among them, keeps
+    its verdict)."""
     missing = [
         c for c in ("effect", "ci_low", "ci_high", "confidence", "df", "margin", "verdict") if c not in table
     ]
     if missing:
         raise ValueError(f"a table to adjust needs the columns {missing}")
     out = table.copy()
-    p = p_values(out["effect"], out["ci_low"], out["ci_high"], out["confidence"], out["df"], family.alpha)
-    member = np.isfinite(p) & (out["verdict"] != TOO_FEW_SEEDS).to_numpy()
-    levels = np.full(len(out), np.nan)
-    if member.any():
-        levels[member] = CONTROLS[family.control](p[member], family.alpha)
-    own = 1 - out["confidence"].to_numpy(dtype=float)
-    adjusted = own * levels / family.alpha  # (rows,)
-    d = out["df"].to_numpy(dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        widen = stats.t.isf(adjusted / 2, d) / stats.t.isf(own / 2, d)
-    half = (out["ci_high"] - out["ci_low"]).to_numpy(dtype=float) / 2 * widen
-    centre = out["effect"].to_numpy(dtype=float)
-    out["p"] = p
-    out["adjusted confidence"] = np.where(member, 1 - adjusted, out["confidence"])
-    out["adjusted ci_low"] = np.where(member, centre - half, out["ci_low"])
-    out["adjusted ci_high"] = np.where(member, centre + half, out["ci_high"])
+    found = intervals(
+        out["effect"],
+        out["ci_low"],
+        out["ci_high"],
+        out["confidence"],
+        out["df"],
+        family,
+        (out["verdict"] != TOO_FEW_SEEDS).to_numpy(),
+    )
+    for column in ("p", "adjusted confidence", "adjusted ci_low", "adjusted ci_high"):
+        out[column] = found[column].to_numpy()
     out["adjusted verdict"] = [
         word(lo, hi, margin) if inside else verdict
         for lo, hi, margin, inside, verdict in zip(
-            out["adjusted ci_low"], out["adjusted ci_high"], out["margin"], member, out["verdict"]
+            out["adjusted ci_low"], out["adjusted ci_high"], out["margin"], found["member"], out["verdict"]
         )
     ]
     return out

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from grpo_lab.analysis import multiplicity
 from grpo_lab.analysis.diagnostics import diagnose_run
 from grpo_lab.analysis.power import ALPHA, paired
 from grpo_lab.analysis.stats import mean_interval
@@ -102,6 +103,16 @@ def degradation(
             ids = {scheme: name, "condition": condition, "n": result.n}
             rows.append({**ids, **interval, "verdict": result.verdict(margin), "summary": summary})
     return pd.DataFrame(rows)
+
+
+def adjusted(table: pd.DataFrame, family: multiplicity.Family) -> pd.DataFrame:
+    """`table` (`degradation`'s rows: diff, lo, hi, confidence, df, margin, verdict) adjusted over its rows
+    as `family` (`analysis.multiplicity.adjust`): `p`, `adjusted confidence`, `adjusted lo`, `adjusted hi`
+    and `adjusted verdict` beside each row's raw ones."""
+    named = table.rename(columns={"diff": "effect", "lo": "ci_low", "hi": "ci_high"})
+    out = multiplicity.adjust(named, family)
+    back = {"effect": "diff", "ci_low": "lo", "ci_high": "hi"}
+    return out.rename(columns={**back, **{f"adjusted {k}": f"adjusted {v}" for k, v in back.items()}})
 
 
 def run_findings(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

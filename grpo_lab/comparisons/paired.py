@@ -74,9 +74,11 @@ def step_counts(result: SweepResult) -> pd.DataFrame:
 
 
 def scores(result: SweepResult, measured: Mapping[str, Sequence[str]]) -> pd.DataFrame:
-    """One row per finished run with its verdict scores (`analysis.verdict_table.run_scores`); the runs of
-    label L also carry the activity measure of every scheme or trick in `measured[L]`."""
-    return verdict_table.run_scores(result.metrics, configs(result), dict(measured))
+    """One row per finished run with its verdict scores (`analysis.verdict_table.run_scores`) and its
+    label's step cost by count (`step_counts`, what a verdict table's `cost x` reads); the runs of label L
+    also carry the activity measure of every scheme or trick in `measured[L]`."""
+    scored = verdict_table.run_scores(result.metrics, configs(result), dict(measured))
+    return scored.merge(step_counts(result), on="label", how="left")
 
 
 def _seeds(table: pd.DataFrame, mixed: bool) -> str:

@@ -9,7 +9,8 @@ on seeds.
   each scheme's run);
 - `design`: each scheme and its matched comparator on the bed; `comparisons` / `arms`: the pairs
   judged and the verdict rows they give; `order`: scheme names in the order of `SCHEMES`;
-- `scores` / `table` / `figure`: per-run scores, the verdict rows and their forest plot.
+- `scores` / `reference_gain` / `table` / `figure`: per-run scores, what grpo learns over its runs (the
+  bed's unit of margin), the verdict rows and their forest plot.
 The sequential rule that decides how many seeds each arm takes is `comparisons.sequential_seeds`."""
 
 from collections.abc import Collection, Sequence
@@ -104,6 +105,17 @@ def order(column: pd.Series) -> pd.Series:
 def scores(result: SweepResult) -> pd.DataFrame:
     """One row per run with its scores and its scheme's activity measure."""
     return paired.scores(result, {label: [label] for label in result.runs["label"].unique()})
+
+
+def reference_gain(result: SweepResult) -> float:
+    """What `REFERENCE` learns over its runs of the comparison (`analysis.verdict_table.gain` of their
+    scores): the bed's one unit of margin, `MARGIN_OF_GAIN` times it, for every table on the bed (the
+    verdict table's, the ablations', the screen's). An error without its runs."""
+    scored = scores(result)
+    mine = scored[scored["label"] == REFERENCE]
+    if mine.empty:
+        raise ValueError(f"no runs of {REFERENCE!r} among the labels {sorted(set(scored['label']))}")
+    return verdict_table.gain(mine)
 
 
 def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:

@@ -26,6 +26,9 @@ its few steps. Design -> runs -> measures -> table and figure:
 - `scores`, `main_effects`, `contrasts`, `aliases`, `report`: a score per run, the main effects with
   intervals, MDEs and verdicts, every contrast column of the saturated fit (`analysis.factorial`),
   the alias structure;
+- `FAMILY` / `adjusted` / `caption`: the main effects as one family of comparisons under Holm's control of
+  the family-wise error rate (`analysis.multiplicity`): each factor's raw word beside the word of its
+  interval at its Holm level (a screen asks which of 16 factors act, one claim at a time);
 - `figure`: the main effects as a forest plot."""
 
 from collections.abc import Mapping, Sequence
@@ -36,7 +39,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import factorial
+from grpo_lab.analysis import factorial, multiplicity
+from grpo_lab.analysis.power import ALPHA
 from grpo_lab.analysis.scores import HEADLINE, Score
 from grpo_lab.analysis.verdict_table import MARGIN_OF_GAIN, gain
 from grpo_lab.comparisons import paired, scheme_arms
@@ -243,6 +247,21 @@ def aliases(factors: Mapping[str, Component] = FACTORS) -> pd.DataFrame:
     """The alias structure of the screen's design: no main effect aliased with a two-factor
     interaction, and the 2FIs in 15 chains of 8."""
     return factorial_aliases(factors, resolution=4)
+
+
+FAMILY = multiplicity.Family("the screen's factors", "holm")
+"""the main effects' family and its error-rate control"""
+
+
+def adjusted(effects: pd.DataFrame) -> pd.DataFrame:
+    """`main_effects`' rows adjusted over the factors (`FAMILY`, `analysis.multiplicity.adjust`; each
+    interval is a 95% one): `p`, the adjusted interval and `adjusted verdict` beside the raw ones."""
+    return multiplicity.adjust(effects.assign(confidence=1 - ALPHA), FAMILY)
+
+
+def caption(effects: pd.DataFrame) -> str:
+    """The family line of `adjusted` effects: the factors in it and the control."""
+    return FAMILY.caption(multiplicity.family_size(effects))
 
 
 def report(table: pd.DataFrame, factors: Mapping[str, Component] = FACTORS) -> str:

@@ -11,7 +11,7 @@ of figures and the docs all read it."""
 
 NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "01_baseline": ("baseline",),
-    "02_ablations": ("ablations", "screen"),
+    "02_ablations": ("ablations", "screen", "schemes"),
     "03_schemes": ("schemes",),
     "04_fault_injection": ("fault_injection",),
     "05_long_horizon": ("long_horizon",),

@@ -18,13 +18,19 @@ The arms and their design are the comparisons layer's (`comparisons.trick_arms`:
 the same runs), as is the factorial screen of the trick factors (`comparisons.screen`), which the same
 notebook runs. `settings` / `design` / `run` / `scores` come from there; this module holds the
 notebook's measures (`table`, `conflicts`, `diagnostics`) and figures (`figure`, `figure_curves`,
-`figure_kl_placement`, `figure_stability`)."""
+`figure_kl_placement`, `figure_stability`).
+
+Every row is judged against the bed's one margin: `MARGIN_OF_GAIN` times what grpo learns over the
+scheme study's runs on the study base (`scheme_arms.reference_gain`, the notebook passes it), the
+margin of the verdict table (notebook 12) whose rows these are, and of the screen. The table's rows are
+one family (`FAMILY`, Holm's control of the family-wise error rate, `analysis.multiplicity`): each row
+shows its raw word beside the word of its interval at its Holm level, and `caption` names the family."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from grpo_lab.analysis import plots, robustness, stability, verdict_table
+from grpo_lab.analysis import multiplicity, plots, robustness, stability, verdict_table
 from grpo_lab.analysis.claim_checks import CRASH_STEPS
 from grpo_lab.analysis.stats import curve, seeds_shown
 from grpo_lab.comparisons import paired
@@ -57,10 +63,12 @@ __all__ = [
     "KL_IN_REWARD",
     "KL_PLACEMENTS",
     "RECALIBRATED",
+    "FAMILY",
     "REFERENCE",
     "SMOOTH",
     "VARIANTS",
     "allowance",
+    "caption",
     "conflicts",
     "crashed",
     "described",
@@ -71,7 +79,6 @@ __all__ = [
     "figure_kl_placement",
     "figure_stability",
     "part",
-    "reference_gain",
     "run",
     "scores",
     "settings",
@@ -85,31 +92,32 @@ SMOOTH = 5
 """training curves: trailing mean over this many logged steps"""
 
 
-def table(scored: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
+FAMILY = multiplicity.Family("every row of the ablation table", "holm")
+"""the ablation table's family and its error-rate control"""
+
+
+def table(scored: pd.DataFrame, reference_gain: float, margin: float | None = None) -> pd.DataFrame:
     """The verdict rows: each component variant and each conflict against the base (a conflict only
     where some of its runs finished), then each trick (all on against all but that one), paired on
     seeds; `RECALIBRATED` against `KL_IN_REWARD` (kind 'recalibration': the normalization alone).
-    The `kind` column says which ('component', 'recalibration', 'conflict', 'trick'); `margin` as for
-    `analysis.verdict_table.compare` (None: a share of the reference's gain)."""
+    The `kind` column says which ('component', 'recalibration', 'conflict', 'trick'). `reference_gain` is
+    what grpo learns on the bed (`scheme_arms.reference_gain`): every row's `MDE / gain` is read against it,
+    and `margin` defaults to `MARGIN_OF_GAIN` times it. Adjusted over its rows (`FAMILY`): each row has its
+    raw and its adjusted word."""
     labels = set(scored["label"])
     arms = [(v, "component", v, REFERENCE) for v in VARIANTS if v in labels]
     if {RECALIBRATED, KL_IN_REWARD} <= labels:
         arms.append((RECALIBRATED, "recalibration", RECALIBRATED, KL_IN_REWARD))
     arms += [(c, "conflict", c, REFERENCE) for c in CONFLICTS if c in labels]
     arms += [(t, "trick", ALL_ON, f"-{t}") for t in TRICKS if f"-{t}" in labels]
-    return verdict_table.compare(scored, arms, margin=margin)
+    chosen = verdict_table.MARGIN_OF_GAIN * reference_gain if margin is None else margin
+    rows = verdict_table.compare(scored, arms, margin=chosen, reference_gain=reference_gain)
+    return multiplicity.adjust(rows, FAMILY)
 
 
-def reference_gain(scored: pd.DataFrame) -> float:
-    """grpo's gain on the study base in the headline score (`analysis.verdict_table.gain` over the base's
-    runs, `REFERENCE`, of `scores`): the gain the screen's margin and `MDE / gain` are read against
-    (`screen.main_effects`); an error without those runs."""
-    base_runs = scored[scored["label"] == REFERENCE]
-    if base_runs.empty:
-        raise ValueError(
-            f"no runs of the base {REFERENCE!r} among the scored labels {sorted(set(scored['label']))}"
-        )
-    return verdict_table.gain(base_runs)
+def caption(verdict_rows: pd.DataFrame) -> str:
+    """The ablation table's family line (`FAMILY`): the rows in it and its control."""
+    return FAMILY.caption(multiplicity.family_size(verdict_rows))
 
 
 def crashed(run: pd.DataFrame, steps: int) -> bool:

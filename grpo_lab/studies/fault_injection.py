@@ -3,7 +3,12 @@ and under each level of each injected fault (`studies.fault_points`), the fault-
 Evaluation guide §6.4 Fault injection (docs/sources.md). `settings` / `design` / `run`, then the
 measures: the final validation accuracy against each fault's level (`figure`), each condition's
 change from the same scheme's clean run (paired over seeds, with its minimum detectable effect:
-`changes`), and the diagnostic rules each condition sets off, per scheme (`diagnostics`)."""
+`changes`), and the diagnostic rules each condition sets off, per scheme (`diagnostics`).
+
+The changes are one family (`FAMILY`) under Benjamini-Hochberg's control of the false-discovery rate,
+as the fault-robustness study's changes (notebook 17, `studies.fault_robustness`) and for its reason: the
+faults are built to hurt, so the table is read as a map of where they bite, and the error to bound is
+the share of false words among those it says. Each cell shows its raw word beside its adjusted one."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +17,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import alarms, plots, robustness, stats
+from grpo_lab.analysis import alarms, multiplicity, plots, robustness, stats
 from grpo_lab.analysis.robustness import CLEAN_CONDITION
 from grpo_lab.comparisons.bed import base
 from grpo_lab.comparisons.point_sets import FAULTS, SMOKE_FAULTS, fault_points, for_profile
@@ -25,6 +30,10 @@ COLUMNS = ["scheme", "fault", "level", "condition"]
 METRIC = "val/accuracy"
 SCHEMES = ("grpo", "scheme_a", "scheme_b", "scheme_c")
 """the schemes put under faults"""
+FAMILY = multiplicity.Family(
+    "every scheme's change under every fault condition, the cells of this table", "bh"
+)
+"""the changes' family and its error-rate control (module doc)"""
 SMOKE_KEEP = 1
 """the smoke profile keeps only the first scheme and the first fault"""
 FULL = Budget(seeds=(0, 1, 2), steps=8, eval_every=2, val_size=50)
@@ -81,15 +90,23 @@ def figure(finals: pd.DataFrame, settings: Profile) -> plt.Figure:
 def changes(finals: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Each faulty condition's change from the scheme's clean run (paired over seeds), as wide tables
     (condition x scheme, schemes in the order of `SCHEMES`): 'change' (difference [95% interval]),
-    'mde' and 'verdict'."""
-    table = robustness.degradation(finals, METRIC)
+    'mde', 'verdict', 'adjusted verdict' (the word of the cell's interval at its `FAMILY` level,
+    `robustness.adjusted`) and 'p' (the cell's p-value; NaN outside the family)."""
+    table = robustness.adjusted(robustness.degradation(finals, METRIC), FAMILY)
     order = list(dict.fromkeys(table["condition"]))
     columns = [s for s in SCHEMES if s in set(table["scheme"])]
     wide = {}
-    for name, column in (("change", "summary"), ("mde", "mde"), ("verdict", "verdict")):
+    named = [("change", "summary"), ("mde", "mde"), ("verdict", "verdict")]
+    named += [("adjusted verdict", "adjusted verdict"), ("p", "p")]
+    for name, column in named:
         wide[name] = table.pivot(index="condition", columns="scheme", values=column)
         wide[name] = wide[name].reindex(order, columns=columns)
     return wide
+
+
+def caption(change: dict[str, pd.DataFrame]) -> str:
+    """The changes' family line (`FAMILY`): its cells (those with a p-value, `changes`) and control."""
+    return FAMILY.caption(int(change["p"].notna().sum().sum()))
 
 
 def diagnostics(result: SweepResult, settings: Profile) -> tuple[plt.Figure, pd.DataFrame]:

@@ -138,20 +138,10 @@ def changes(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     (`robustness.degradation`: diff, 95% interval, the sd of the per-seed changes, verdict against
     `margin`), the schemes in the scheme study's order; the MDE from a spread of enough seeds
     (`power.spread_mde`: `mde`, `mde sd`, `mde from`) and the table adjusted over its rows
-    (`CHANGES_FAMILY`, `adjusted`)."""
+    (`CHANGES_FAMILY`, `robustness.adjusted`)."""
     table = robustness.degradation(scored, "score", margin=margin)
     table = table.sort_values("scheme", key=scheme_arms.order, kind="stable", ignore_index=True)
-    return adjusted(power.spread_mde(table), CHANGES_FAMILY)
-
-
-def adjusted(table: pd.DataFrame, family: multiplicity.Family) -> pd.DataFrame:
-    """`table` (diff, lo, hi, confidence, df, margin, verdict per row) adjusted over its rows as
-    `family` (`analysis.multiplicity.adjust`): `p`, `adjusted confidence`, `adjusted lo`, `adjusted hi`
-    and `adjusted verdict` beside each row's raw ones."""
-    named = table.rename(columns={"diff": "effect", "lo": "ci_low", "hi": "ci_high"})
-    out = multiplicity.adjust(named, family)
-    back = {"effect": "diff", "ci_low": "lo", "ci_high": "hi"}
-    return out.rename(columns={**back, **{f"adjusted {k}": f"adjusted {v}" for k, v in back.items()}})
+    return robustness.adjusted(power.spread_mde(table), CHANGES_FAMILY)
 
 
 def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -163,7 +153,7 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     (`power.spread_mde`: below `power.MIN_SPREAD_SEEDS` seeds, from the sd pooled over the
     table's rows); seeds_needed: the paired seeds whose MDE would reach `margin` at that spread
     (`power.seeds_needed`; inf beyond `SEEDS_SHOWN`), what deciding the row would take; and the
-    table's adjustment over its rows (`RELATIVE_FAMILY`, `adjusted`)."""
+    table's adjustment over its rows (`RELATIVE_FAMILY`, `robustness.adjusted`)."""
     change = _per_seed_changes(scored)
     rows = []
     for name, kind, treatment, control in scheme_arms.arms(set(scored["scheme"])):
@@ -180,7 +170,7 @@ def relative(scored: pd.DataFrame, margin: float) -> pd.DataFrame:
     columns = [*RELATIVE_COLUMNS, "confidence", "df", "margin", "verdict"]
     table = power.spread_mde(pd.DataFrame(rows, columns=columns))
     table["seeds_needed"] = [_seeds_for(sd, margin) for sd in table["mde sd"]]
-    return adjusted(table, RELATIVE_FAMILY)
+    return robustness.adjusted(table, RELATIVE_FAMILY)
 
 
 def _seeds_for(sd: float, margin: float) -> float:

@@ -45,7 +45,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import multiplicity, power, reversals, stats, verdict_table
-from grpo_lab.analysis.power import ALPHA, SIGN
+from grpo_lab.analysis.power import SIGN
 from grpo_lab.analysis.stats import seeds_shown
 from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds
 from grpo_lab.comparisons.bed import base, described
@@ -460,18 +460,13 @@ TRICK_SEEDS = 3
 """the fresh seeds each confirmation runs on (the first of `fresh_seeds`)"""
 TRICKS_FAMILY = multiplicity.Family("the screen's tricks confirmed at grpo's tuned rate", "holm")
 """the table's family and its error-rate control"""
-SCREEN_FAMILY = multiplicity.Family("the screen's factors", "holm")
-"""the family the screen's own words are adjusted over before a trick is picked"""
-
-
 def screen_tricks(effects: pd.DataFrame | None) -> list[str]:
     """The tricks of `presets.TRICKS` whose screen effect (`screen.main_effects`) shows a direction after
-    Holm over the screen's factors (`SCREEN_FAMILY`), at most `TRICKS_CONFIRMED`, the largest effects
+    Holm over the screen's factors (`screen.adjusted`), at most `TRICKS_CONFIRMED`, the largest effects
     first; none without the screen's effects."""
     if effects is None or not len(effects):
         return []
-    table = effects.assign(confidence=1 - ALPHA)
-    adjusted = multiplicity.adjust(table, SCREEN_FAMILY)
+    adjusted = screen.adjusted(effects)
     found = adjusted[adjusted["adjusted verdict"].isin(list(SIGN)) & adjusted["factor"].isin(list(TRICKS))]
     ranked = found.assign(size=found["effect"].abs()).sort_values("size", ascending=False)
     return list(ranked["factor"])[:TRICKS_CONFIRMED]

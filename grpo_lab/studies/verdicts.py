@@ -127,8 +127,8 @@ def counts(results: Mapping[str, Any]) -> dict[str, dict[str, int]]:
 def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """Per design, one row per run with its scores: the paired designs' from their studies
     (`scheme_arms.scores`, `trick_arms.scores`), the screen's with its factor columns and every factor's
-    activity measure where it is on, each run with its step's cost by count (`paired.step_counts`);
-    'quiet', the quiet bench's step-time multiples (`timing.quiet_multiples`)."""
+    activity measure where it is on, each run with its step's cost by count (`paired.scores`); 'quiet',
+    the quiet bench's step-time multiples (`timing.quiet_multiples`)."""
     screened = results["screen"]
     measured = {
         label: [f for f in screen.FACTORS if bool(run[f].iloc[0]) and f in verdict_table.ACTIVITY]
@@ -142,11 +142,7 @@ def scores(results: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         "conflicts": trick_arms.scores(results["conflicts"]),
         "tricks": trick_arms.scores(results["tricks"]),
     }
-    counted = {
-        name: frame.merge(paired.step_counts(results[name]), on="label", how="left")
-        for name, frame in found.items()
-    }
-    return {**counted, "quiet": timing.quiet_multiples()}
+    return {**found, "quiet": timing.quiet_multiples()}
 
 
 def headline_check(results: Mapping[str, Any]) -> pd.DataFrame:

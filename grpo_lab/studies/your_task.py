@@ -6,7 +6,11 @@ studies (`analysis.verdict_table`) on that task.
 `settings` / `design` / `run` as in every study; `design` also takes the user's task, rewards, model
 and presets (the notebook's parameters; their defaults are this module's constants, so the planner,
 `grpo-lab plan`, counts the runs of the example task). Then `finals`, `paired_differences`, `scores`,
-`table` and the figures (`figure`, `figure_verdicts`, `figure_curves`)."""
+`table` and the figures (`figure`, `figure_verdicts`, `figure_curves`).
+
+The verdict table is one family (`FAMILY`, Holm's control of the family-wise error rate, as the lab's
+verdict table of notebook 12): each row shows its raw word beside the word of its interval at its Holm
+level, and `caption` names the family."""
 
 import hashlib
 import json
@@ -22,7 +26,7 @@ import pandas as pd
 import torch
 from transformers.utils import logging as hf_logging
 
-from grpo_lab.analysis import plots, verdict_table
+from grpo_lab.analysis import multiplicity, plots, verdict_table
 from grpo_lab.analysis.activity import ACTIVITY
 from grpo_lab.analysis.effects import verdict
 from grpo_lab.analysis.plots import project_root
@@ -44,6 +48,8 @@ EXAMPLE_TASK = "file:notebooks/data/reverse_digits.jsonl"
 """the task when none is named: 'reverse 864:' with the reversed digits as answer and solution, for
 every three-digit number (900 prompts, about 90 held out by the prompt's hash): enough for the warm
 start to generalise to held-out prompts, which the 20-prompt file of the unit tests is not"""
+FAMILY = multiplicity.Family("every preset against the first, the rows of this verdict table", "holm")
+"""the verdict table's family and its error-rate control"""
 PRESETS = ("grpo", "dr_grpo", "dapo_loss", "gspo", "cispo", "lite_ppo")
 """the compared presets when none are named; the first is the reference"""
 SMOKE_KEEP = 2
@@ -176,9 +182,16 @@ def scores(result: SweepResult) -> pd.DataFrame:
 
 def table(scored: pd.DataFrame, reference: str, margin: float | None = None) -> pd.DataFrame:
     """The verdict rows: every other preset against `reference`, paired on seeds; `margin` as for
-    `analysis.verdict_table.compare` (None: a share of the reference's gain)."""
+    `analysis.verdict_table.compare` (None: a share of the reference's gain); adjusted over its rows
+    (`FAMILY`, `analysis.multiplicity.adjust`): each row has its raw and its adjusted word."""
     labels = [label for label in scored["label"].unique() if label != reference]
-    return verdict_table.compare(scored, [(p, "scheme", p, reference) for p in labels], margin=margin)
+    rows = verdict_table.compare(scored, [(p, "scheme", p, reference) for p in labels], margin=margin)
+    return multiplicity.adjust(rows, FAMILY)
+
+
+def caption(verdict_rows: pd.DataFrame) -> str:
+    """The verdict table's family line (`FAMILY`): the rows in it and its control."""
+    return FAMILY.caption(multiplicity.family_size(verdict_rows))
 
 
 def task_name(task: str | None) -> str:

@@ -73,12 +73,15 @@ class FixedLogprobs:
     """previous step's policy, for the two-layer KL"""
     old_from_sampler: bool = False
     """the old log-probs are the sampler's own, kept while sampling: no forward pass made them"""
+    reference_forward: bool = False
+    """the reference made a forward pass: for the KL (`ref_logp`), or for `kl_monitor`'s exact KL alone,
+    which keeps no `ref_logp`"""
 
     @property
     def passes(self) -> int:
-        """Forward passes made for these log-probs."""
+        """Forward passes made for these log-probs (the reference's counted whatever it was for)."""
         old = self.old_logp is not None and not self.old_from_sampler
-        return int(old) + sum(x is not None for x in (self.ref_logp, self.prev_logp))
+        return int(old) + int(self.reference_forward) + int(self.prev_logp is not None)
 
 
 @dataclass

@@ -549,7 +549,12 @@ class Trainer:
                     self.model.state_dict()
                 )  # next step's "previous" is this policy
         return FixedLogprobs(
-            old_logp=old, ref_logp=ref, ref_logsm=ref_logsm, prev_logp=prev, old_from_sampler=from_sampler
+            old_logp=old,
+            ref_logp=ref,
+            ref_logsm=ref_logsm,
+            prev_logp=prev,
+            old_from_sampler=from_sampler,
+            reference_forward=self.config.reference_forward,
         )
 
     def _gradient_cosines(

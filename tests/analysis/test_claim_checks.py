@@ -209,3 +209,33 @@ def test_final_temperature_is_the_late_learned_temperature():
         synthetic_run().assign(**{"temperature/learned": learned})
     )
     assert late == pytest.approx(learned[:8][-2:].mean())  # the last quarter of the 8 training steps
+
+
+def test_the_catalogue_is_one_bonferroni_family():
+    """Alone, a claim's adjusted interval is its own; among three with intervals, each is read at
+    alpha / 3, so a claim supported by its raw 95% interval can be inconclusive after adjustment."""
+    treatment, control = [0.520, 0.508, 0.530, 0.514], [0.50, 0.50, 0.50, 0.50]
+    claim = synthetic_claim(greater())
+    alone = claim_checks.evaluate([claim], synthetic_scores(treatment, control)).iloc[0]
+    assert alone["adjusted low"] == pytest.approx(alone["low"])
+    assert alone["verdict"] == alone["adjusted verdict"] == "supported"
+    claims = [Claim(name, "a claim", "doc", "headline_score", "difference", greater(), {"adv_clip": 2.0}, {})
+              for name in ("a", "b", "c")]  # fmt: skip
+    scores = pd.concat([synthetic_scores(treatment, control).assign(claim=c.name) for c in claims])
+    table = claim_checks.evaluate(claims, scores)
+    assert np.allclose(table["adjusted confidence"], 1 - 0.05 / 3)
+    assert (table["adjusted low"] < table["low"]).all() and (table["adjusted high"] > table["high"]).all()
+    assert list(table["verdict"]) == ["supported"] * 3
+    assert list(table["adjusted verdict"]) == ["inconclusive"] * 3
+
+
+def test_a_relative_claim_is_widened_on_the_log_ratio_scale():
+    region = between(0.15, 0.20)
+    claims = [Claim(name, "a claim", "doc", "headline_score", "relative", region, {"adv_clip": 2.0}, {})
+              for name in ("a", "b")]  # fmt: skip
+    treatment, control = [1.17, 1.18, 1.175], [1.0, 1.002, 0.998]
+    scores = pd.concat([synthetic_scores(treatment, control).assign(claim=c.name) for c in claims])
+    row = claim_checks.evaluate(claims, scores).iloc[0]
+    logs = np.log1p([row["low"], row["estimate"], row["high"], row["adjusted low"], row["adjusted high"]])
+    assert logs[1] - logs[3] == pytest.approx(logs[4] - logs[1])  # symmetric around the log-ratio
+    assert logs[3] < logs[0]

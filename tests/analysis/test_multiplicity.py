@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from grpo_lab.analysis import multiplicity
-from grpo_lab.analysis.multiplicity import Family, adjust, benjamini_hochberg, holm, p_values
+from grpo_lab.analysis.multiplicity import Family, adjust, benjamini_hochberg, holm, intervals, p_values
 from grpo_lab.analysis.power import SIGN, paired, word
 
 
@@ -75,13 +75,13 @@ def test_a_row_with_too_few_seeds_or_a_zero_width_interval_is_outside_the_family
 
 
 def test_bad_controls_and_tables_are_refused():
-    with pytest.raises(ValueError, match="unknown error-rate control 'bonferroni'; valid: holm, bh"):
-        Family("rows", "bonferroni")
+    with pytest.raises(ValueError, match="unknown error-rate control 'sidak'; valid: holm, bh, bonferroni"):
+        Family("rows", "sidak")
     with pytest.raises(ValueError, match=r"needs the columns \['df'\]"):
         adjust(table([(0.1, 0.01, 3)]).drop(columns="df"), Family("rows"))
 
 
-@pytest.mark.parametrize("control", ["holm", "bh"])
+@pytest.mark.parametrize("control", ["holm", "bh", "bonferroni"])
 def test_the_family_wise_error_rate_holds_where_raw_words_do_not(control):
     """40 null comparisons of 5 seeds each, 2,000 tables: raw 95% intervals say a direction somewhere
     in most tables; adjusted ones in at most alpha of them (BH equals the FWER under the global null)."""
@@ -96,3 +96,30 @@ def test_the_family_wise_error_rate_holds_where_raw_words_do_not(control):
         raw += out["verdict"].isin(list(SIGN)).any()
         adjusted += out["adjusted verdict"].isin(list(SIGN)).any()
     assert raw / 2000 > 0.8 and adjusted / 2000 <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_bonferroni_gives_every_row_the_same_simultaneous_level():
+    """Every row of m at alpha / m, small p or large: the intervals are simultaneous, so the row Holm
+    tests second (at alpha / (m - 1)) is wider under Bonferroni."""
+    rows = table([(0.10, 0.01, 5), (0.02, 0.01, 5), (0.0, 0.01, 5)])
+    out = adjust(rows, Family("rows", "bonferroni"))
+    assert np.allclose(out["adjusted confidence"], 1 - 0.05 / 3)
+    holm_out = adjust(rows, Family("rows", "holm"))
+    second = out["p"].sort_values().index[1]
+    assert out.loc[second, "adjusted ci_low"] < holm_out.loc[second, "adjusted ci_low"]
+
+
+def test_intervals_leave_a_row_outside_the_family_as_it_was():
+    found = intervals(
+        [0.1] * 3,
+        [0.05] * 3,
+        [0.15] * 3,
+        [0.95] * 3,
+        [4] * 3,
+        Family("rows", "bonferroni"),
+        [True, False, True],
+    )
+    assert list(found["member"]) == [True, False, True]
+    assert found.loc[1, "adjusted ci_low"] == 0.05 and found.loc[1, "adjusted confidence"] == 0.95
+    assert np.isclose(found.loc[0, "adjusted confidence"], 1 - 0.05 / 2)
+    assert found.loc[0, "adjusted ci_low"] < 0.05

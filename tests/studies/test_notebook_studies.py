@@ -58,6 +58,9 @@ def test_fault_changes_are_paired_wide_tables_with_their_mde():
     assert list(tables["verdict"].columns) == ["grpo", "scheme_b"]  # in the order of fault_injection.SCHEMES
     assert (tables["verdict"].loc["repeat_k=6"] == "worse").all()
     assert (tables["mde"].loc["repeat_k=6"] > 0).all()
+    assert (tables["p"].loc["repeat_k=6"] < 0.05).all()  # two cells in the family, each clearly off 0
+    assert "(2 comparisons); Benjamini-Hochberg" in fault_injection.caption(tables)
+    assert set(tables["adjusted verdict"].loc["repeat_k=6"]) <= {"worse", "worse, size unsure"}
 
 
 def test_fault_detection_pools_the_schemes_clean_first_and_leaves_failed_runs_out(tmp_path):

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from transformers import AutoModelForCausalLM
 
+from grpo_lab.analysis import verdict_table
 from grpo_lab.profiles import profile
 from grpo_lab.studies import your_task
 from grpo_lab.studies.your_task import paired_differences, smoke_model, study_model, study_task
@@ -78,3 +79,23 @@ def test_study_task_takes_a_relative_file_from_the_project_root():
     )
     assert study_task("file:/data/x.jsonl") == "file:/data/x.jsonl"
     assert study_task("judge") == "judge" and study_task("mymod:make") == "mymod:make"
+
+
+def test_the_verdict_table_is_one_holm_family_with_raw_and_adjusted_words():
+    """Three presets against grpo: each row keeps its raw word and gets the word of its interval at its
+    Holm level, and the caption names the family and its size."""
+
+    def runs(label, score):
+        base = {"label": label, "seed": range(4), "score": score, "start": 0.3, "step_s": 1.0}
+        counts = dict(zip(verdict_table.COUNT_COLUMNS, (3.0, 2.0, 1.0, 100.0, 100.0)))
+        return pd.DataFrame({**base, **counts, **{k: 1.0 for k in verdict_table.STABILITY_COLUMNS}})
+
+    arms = {"grpo": [0.50, 0.60, 0.55, 0.65], "a": [0.60, 0.71, 0.64, 0.76], "b": [0.51, 0.62, 0.54, 0.66],
+            "c": [0.52, 0.60, 0.57, 0.64]}  # fmt: skip
+    scored = pd.concat([runs(label, score) for label, score in arms.items()])
+    rows = your_task.table(scored, "grpo")
+    assert list(rows["row"]) == ["a", "b", "c"]
+    assert {"verdict", "adjusted verdict", "adjusted ci_low"} <= set(rows)
+    assert (rows["adjusted ci_low"] <= rows["ci_low"]).all()
+    assert your_task.caption(rows).startswith("family: every preset against the first, the rows of this")
+    assert "(3 comparisons); Holm" in your_task.caption(rows)
