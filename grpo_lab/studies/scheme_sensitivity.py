@@ -460,6 +460,8 @@ TRICK_SEEDS = 3
 """the fresh seeds each confirmation runs on (the first of `fresh_seeds`)"""
 TRICKS_FAMILY = multiplicity.Family("the screen's tricks confirmed at grpo's tuned rate", "holm")
 """the table's family and its error-rate control"""
+
+
 def screen_tricks(effects: pd.DataFrame | None) -> list[str]:
     """The tricks of `presets.TRICKS` whose screen effect (`screen.main_effects`) shows a direction after
     Holm over the screen's factors (`screen.adjusted`), at most `TRICKS_CONFIRMED`, the largest effects
