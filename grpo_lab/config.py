@@ -39,7 +39,7 @@ class Config:
 
     # --- task ---
     task: str = "arith"
-    """'arith', 'scratchpad', 'worked' (long answers), 'judge' (dense), 'file:PATH' or 'module:function'"""
+    """'arith', 'scratchpad', 'worked' (long), 'judge' (dense), 'word' (chat), file:PATH or module:function"""
     task_digits: int = 0
     """operand size (arith, scratchpad, worked) or number length (judge); 0 = the task's default"""
     rewards: tuple[str, ...] = ()
@@ -400,7 +400,8 @@ def _choice(name: str, value: str, valid: list[str]) -> None:
 def validate(c: Config) -> None:
     """Every check that can be made without building a model."""
     from grpo_lab import objective
-    from grpo_lab.tasks import TASK_FORMS, TASKS, is_task_name
+    from grpo_lab.tasks import BUILT_IN, CHAT_TASKS, TASK_FORMS, is_task_name
+    from grpo_lab.tasks.base import check_chat_model
     from grpo_lab.tasks.imports import is_import_path
 
     _check_types(c)
@@ -412,9 +413,13 @@ def validate(c: Config) -> None:
     _check(
         c.task_digits <= max_digits,
         f"task_digits {c.task_digits} is too large for {c.task!r} (every problem is built up front); "
-        f"valid: 0 (default) to {max_digits}",
+        f"valid: 0 (default) to {max_digits}"
+        if max_digits
+        else f"task {c.task!r} has no size setting, got task_digits={c.task_digits}; valid: 0",
     )
-    _check(is_task_name(c.task), f"unknown task {c.task!r}; valid: {', '.join(TASKS)}, {TASK_FORMS}")
+    _check(is_task_name(c.task), f"unknown task {c.task!r}; valid: {', '.join(BUILT_IN)}, {TASK_FORMS}")
+    if c.task in CHAT_TASKS:
+        check_chat_model(c.task, c.model)
     for name in c.rewards:
         _check(
             ":" not in name or is_import_path(name),

@@ -712,7 +712,7 @@ def test_bad_jsonl_line_is_named(tmp_path):
 
 
 def test_config_refuses_malformed_task_and_reward_names():
-    valid = "valid: arith, scratchpad, worked, judge, file:PATH"
+    valid = "valid: arith, scratchpad, worked, judge, word, file:PATH"
     with pytest.raises(ValueError, match=f"unknown task 'nope'; {valid}"):
         preset("grpo", task="nope")
     with pytest.raises(

@@ -29,7 +29,9 @@ def some_examples(t, n=300):
 
 def test_task_registry():
     assert sorted(TASKS) == ["arith", "judge", "scratchpad", "worked"]
-    with pytest.raises(ValueError, match="unknown task 'nope'; valid: arith, scratchpad, worked, judge"):
+    with pytest.raises(
+        ValueError, match="unknown task 'nope'; valid: arith, scratchpad, worked, judge, word,"
+    ):
         make_task("nope")
 
 

@@ -89,3 +89,14 @@ def parse_int(text: str) -> int | None:
     text = text.strip()
     body = text[1:] if text.startswith("-") else text
     return int(text) if body.isascii() and body.isdigit() and len(body) <= 12 else None
+
+
+def check_chat_model(task: str, model: str) -> None:
+    """A task written in English as chat messages (`tasks.CHAT_TASKS`) needs a pretrained chat model:
+    the embedded model's tokenizer knows only `CHARSET`."""
+    if model == "embedded":
+        raise ValueError(
+            f"task {task!r} writes English text for a pretrained chat model, and the embedded model knows "
+            f"only the lowercase characters of tasks.base.CHARSET: set model='smollm2-135m' or a model "
+            f"path or hub id"
+        )

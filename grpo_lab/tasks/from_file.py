@@ -130,7 +130,7 @@ def make(name: str, rewards: Sequence[str] = (), model: str = "embedded") -> Tas
     if "prompt" not in rows[0]:
         raise ValueError(f"{where} has no 'prompt' column; its columns: {', '.join(rows[0])}")
     conversational = _check_prompts(rows, where)
-    render = _renderer(model, where) if conversational else str
+    render = chat_renderer(model, where) if conversational else str
     prompts = [render(row["prompt"]) for row in rows]
     solutions = _solutions(rows, where, model)
     if model == "embedded":
@@ -176,9 +176,10 @@ def _check_prompts(rows: list[dict], where: str) -> bool:
     return conversational
 
 
-def _renderer(model: str, where: str) -> Callable[[list[dict]], str]:
+def chat_renderer(model: str, where: str) -> Callable[[list[dict]], str]:
     """Chat messages as prompt text: the model's chat template when it has one, else their contents
-    joined by newlines (the embedded model has no template)."""
+    joined by newlines (the embedded model has no template). `model` is 'embedded' or a directory or
+    hub id that `AutoTokenizer` loads; `where` names the task in the error of one it cannot load."""
     template = None
     if model != "embedded":
         from transformers import AutoTokenizer
