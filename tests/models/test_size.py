@@ -27,3 +27,12 @@ def test_lora_adapters_are_the_weights_peft_trains(tiny_model_path):
     assert isinstance(model, peft.PeftModel)
     adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert model_size(config.replace(lora=True, lora_r=4)) == ModelSize(linear + adapters, adapters)
+
+
+def test_the_embedded_size_needs_no_task_file_and_builds_nothing(tmp_path, monkeypatch):
+    """A stored run's config may name a task file of another machine: the embedded model's size is its
+    architecture's, read without the file and without warm-starting a model."""
+    monkeypatch.setenv("GRPO_LAB_CACHE", str(tmp_path))
+    elsewhere = preset("grpo", task=f"file:{tmp_path / 'gone.jsonl'}")
+    assert model_size(elsewhere) == model_size(base("full"))
+    assert not any(tmp_path.iterdir())
