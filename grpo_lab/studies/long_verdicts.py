@@ -16,6 +16,11 @@ The rows at 60 steps (`by_horizon`'s first table) are notebook 03's, whose famil
 
 - `settings` / `design` / `runs` / `run`: the profile of the stored pilot's horizon, the scheme
   study's design there, its runs under the sequential rule;
+- `RATE_FACTORS` / `rate_design`: the learning-rate scan at the horizon (every arm at x1/3 and x3 of the
+  shared rate, on `TUNING_SEEDS`), which a tuned-rate table at the long horizon needs: the rate the
+  60-step scan tuned (notebook 16, x1/3 for 8 of 9 schemes) is not the long horizon's (grpo scored 0.38
+  there at x1/3 against 0.48 at x1, seeds 0-1), so the horizon tunes its own; `scripts/long_rate_scan.py`
+  trains it a piece at a time;
 - `table` (adjusted over its rows), `markdown` / `save_markdown`, `figure` (the forest plot),
   `figure_curves`, `by_horizon` (for `analysis.reversals.matrix`), `early_versus_final`."""
 
@@ -44,6 +49,10 @@ EVAL_EVERY = 25
 late"""
 CURVES = (HEADLINE.metric, GREEDY.metric, "val/pass@4", "entropy", "kl/exact", "completions/mean_length")
 """the curves drawn per scheme"""
+RATE_FACTORS = (1 / 3, 1.0, 3.0)
+"""the learning-rate scan at the horizon, as multiples of the shared rate (x1 is the design's own run)"""
+TUNING_SEEDS = (0, 1, 2)
+"""the seeds the scan chooses each arm's rate on; the sequential rule's later seeds judge it"""
 FAMILY = multiplicity.Family("every row of the long-horizon verdict table", "holm")
 """the table's family and its error-rate control (module doc)"""
 
@@ -65,6 +74,26 @@ def design(settings: Profile) -> list[Point]:
     reference forward per step, nothing learned changes), so that every arm's KL and its volatility
     over the long horizon can be set side by side (Evaluation guide §4.2)."""
     return [monitored(p) for p in scheme_arms.design(settings)]
+
+
+def rate_design(settings: Profile) -> list[Point]:
+    """Every arm of `design` at each of `RATE_FACTORS` of its own rate (to 6 significant digits, as the
+    60-step scan writes them: a third of 3e-05 is 1e-05), labelled by arm, with columns `arm` and
+    `factor`; at factor 1 the point is the design's own."""
+    return [
+        Point(
+            p.label,
+            {"arm": p.label, "factor": factor},
+            p.config.replace(learning_rate=at_rate(p.config, factor)),
+        )
+        for p in design(settings)
+        for factor in RATE_FACTORS
+    ]
+
+
+def at_rate(config: Config, factor: float) -> float:
+    """`config`'s learning rate times `factor`, to 6 significant digits."""
+    return float(f"{config.learning_rate * factor:.6g}")
 
 
 def monitored(point: Point) -> Point:

@@ -49,3 +49,17 @@ def test_null_rows_that_say_a_direction_raw_do_not_under_holm_and_the_caption_na
     assert "| worse, size unsure | undecided |" in shown and "| better, size unsure | undecided |" in shown
     monkeypatch.setenv("GRPO_LAB_FIGURES", str(tmp_path))
     assert long_verdicts.save_markdown(table, "15_long_verdicts_test").read_text() == text
+
+
+def test_the_rate_scan_at_the_horizon_changes_the_rate_alone_and_shares_the_designs_runs():
+    settings = long_verdicts.settings("full", steps=800)
+    scan = long_verdicts.rate_design(settings)
+    own = {p.label: p.config for p in long_verdicts.design(settings)}
+    assert len(scan) == len(own) * len(long_verdicts.RATE_FACTORS)
+    for point in scan:
+        config = own[point.columns["arm"]]
+        changed = {k for k, v in point.config.to_dict().items() if config.to_dict()[k] != v}
+        assert changed <= {"learning_rate"}
+        assert (point.columns["factor"] == 1.0) == (point.config.key() == config.key())
+    rates = sorted({p.config.learning_rate for p in scan if p.columns["arm"] == "grpo"})
+    assert rates == [1e-05, 3e-05, 9e-05]  # written as the 60-step scan writes them
