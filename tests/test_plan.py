@@ -62,19 +62,20 @@ def test_a_smoke_plan_counts_the_designs_and_each_shared_run_once(smoke):
     assert counts["01_baseline"]["runs"] == len(baseline.design(settings)) * len(settings.seeds) == 2
     compared = schemes.settings("smoke")
     assert len(schemes.design(compared)) * len(compared.seeds) == 4  # grpo's two runs are 01's
-    assert counts["03_schemes"]["runs"] == 2 and smoke.shared["03_schemes"] == 2
+    # 02 reads the scheme study's runs (grpo's gain over them is the bed's margin), so it counts them first
+    assert counts["03_schemes"]["runs"] == 0 and smoke.shared["03_schemes"] == 4
     assert counts["12_verdicts"]["runs"] == 0 and smoke.shared["12_verdicts"] > 0  # 02's and 03's runs
     assert counts["10_playground"]["runs"] == 0
     hours = sum(r.seconds for r in smoke.runs) / 3600
     assert counts["total"]["core_hours"] == pytest.approx(hours, abs=1e-3) and hours > 0
-    assert "needs that an earlier one counts: 02_ablations 2, 03_schemes 2" in smoke.format(cores=2)
+    assert "needs that an earlier one counts: 02_ablations 4, 03_schemes 4" in smoke.format(cores=2)
 
 
 def test_the_studies_of_a_notebook_are_those_the_notebook_table_lists(tmp_path):
     found = {p.stem: plan.notebook_studies(p) for p in notebooks()}
     assert found == {stem: list(names) for stem, names in NOTEBOOKS.items()}
     assert found["01_baseline"] == ["baseline"] and found["12_verdicts"] == ["verdicts"]
-    assert found["02_ablations"] == ["ablations", "screen"] and found["10_playground"] == []
+    assert found["02_ablations"] == ["ablations", "screen", "schemes"] and found["10_playground"] == []
     assert plan.notebook_studies(tmp_path / "99_unlisted.ipynb") == []
 
 
