@@ -1,13 +1,26 @@
 """Train (or load) the learning-rate scan at the long horizon (`grpo_lab.studies.long_verdicts.rate_design`
-over `TUNING_SEEDS`), a piece at a time: the scan costs about 24 core-hours (54 runs of 800 steps beside
-the stored shared-rate runs), more than one sitting, and every finished run stays in the store. The arms
-come in the order given (default: grpo first, whose rates the others are read against), each arm's runs
-at x3 before x1/3; the plan is printed before anything trains, and runs already stored are loaded.
+over `TUNING_SEEDS`), a piece at a time: every arm at x1/3, x1 and x3 of the shared rate costs about 24
+core-hours (54 runs of 800 steps beside the stored shared-rate runs), more than one sitting, and every
+finished run stays in the store.
 
-    python scripts/long_rate_scan.py [--arms grpo cispo ...] [--workers 2] [--store results]
+- `--status` trains nothing: it prints the scan so far (`long_verdicts.scan_table`, `scan_summary`:
+  each arm's best rate, whether it is bracketed, the factor it needs next).
+- `--next` trains, for each arm of `--arms`, the factor it needs next on `--seeds`: where its best rate
+  lies at the scan's edge, one step of 3 beyond it.
+- otherwise the `--factors` given (written as 1/3) for each arm of `--arms` on `--seeds`.
+
+The runs come seed by seed, then factor by factor (lowest first), then arm by arm in the order given
+(default: grpo first, whose rates the others are read against); the plan is printed before anything
+trains, and runs already stored are loaded.
+
+    python scripts/long_rate_scan.py [--status | --next | --factors 1/3 3] [--arms grpo cispo ...]
+        [--seeds 0 1 2] [--workers 2] [--store results]
 """
 
 import argparse
+from fractions import Fraction
+
+import pandas as pd
 
 from grpo_lab.comparisons import paired
 from grpo_lab.experiments.store import is_current, run_dir
@@ -20,23 +33,44 @@ ORDER = ("grpo", "cispo", "grpo_no_kl", "dr_grpo", "dapo_loss", "gspo", "scheme_
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arms", nargs="*", default=list(ORDER))
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--status", action="store_true", help="print the scan so far; train nothing")
+    chosen.add_argument("--next", action="store_true", help="train each arm's next factor")
+    chosen.add_argument(
+        "--factors",
+        nargs="*",
+        default=[str(Fraction(f).limit_denominator(9)) for f in long_verdicts.RATE_FACTORS],
+    )
+    parser.add_argument("--seeds", nargs="*", type=int, default=list(long_verdicts.TUNING_SEEDS))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--store", default="results")
     args = parser.parse_args()
     settings = long_verdicts.settings("full")
-    scan = long_verdicts.rate_design(settings)
-    known = {p.columns["arm"] for p in scan}
+    known = {p.label for p in long_verdicts.design(settings)}
     unknown = sorted(set(args.arms) - known)
     if unknown:
         raise SystemExit(f"--arms {unknown}: not arms of the design, which has {sorted(known)}")
-    by_factor = sorted(long_verdicts.RATE_FACTORS, key=lambda f: (f == 1.0, -f))
+    if args.status or args.next:
+        scan = long_verdicts.scan_table(long_verdicts.stored_scan(settings, args.store))
+        summary = long_verdicts.scan_summary(scan)
+        if args.status:
+            with pd.option_context("display.width", 200, "display.max_rows", None):
+                print(scan.round(4).to_string(index=False), summary.to_string(index=False), sep="\n\n")
+            return
+        after = long_verdicts.next_factors(scan)
+        wanted = [(arm, f) for arm in args.arms if (f := after.get(arm)) is not None]
+    else:
+        wanted = [(arm, float(Fraction(f))) for arm in args.arms for f in args.factors]
+    factors = sorted({f for _, f in wanted})
+    design = long_verdicts.rate_design(settings, factors)
     seeded = [
         (p, p.config.replace(seed=seed))
+        for seed in args.seeds
+        for factor in factors
         for arm in args.arms
-        for factor in by_factor
-        for p in scan
+        if (arm, factor) in wanted
+        for p in design
         if p.columns["arm"] == arm and p.columns["factor"] == factor
-        for seed in long_verdicts.TUNING_SEEDS
     ]
     pending = [(p, c) for p, c in seeded if not is_current(run_dir(c, args.store))]
     print(f"{len(seeded)} runs of {settings.steps} steps, {len(pending)} to train:", flush=True)

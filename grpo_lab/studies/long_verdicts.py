@@ -33,14 +33,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import horizon as trajectories
-from grpo_lab.analysis import multiplicity, plots, verdict_table
+from grpo_lab.analysis import multiplicity, plots, tuning, verdict_table
 from grpo_lab.analysis.scores import GREEDY, HEADLINE
-from grpo_lab.comparisons import horizon_pilot, scheme_arms, sequential_seeds
+from grpo_lab.comparisons import horizon_pilot, paired, scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.profiles import PROFILES, Budget, Profile
+from grpo_lab.runlog import read_config
 
 SEEDS = tuple(range(6))
 """paired seeds at most, under the scheme study's sequential rule (looks at 3 and 6 seeds)"""
@@ -76,19 +78,73 @@ def design(settings: Profile) -> list[Point]:
     return [monitored(p) for p in scheme_arms.design(settings)]
 
 
-def rate_design(settings: Profile) -> list[Point]:
-    """Every arm of `design` at each of `RATE_FACTORS` of its own rate (to 6 significant digits, as the
+def rate_design(settings: Profile, factors: Sequence[float] = RATE_FACTORS) -> list[Point]:
+    """Every arm of `design` at each of `factors` of its own rate (to 6 significant digits, as the
     60-step scan writes them: a third of 3e-05 is 1e-05), labelled by arm, with columns `arm` and
-    `factor`; at factor 1 the point is the design's own."""
+    `factor`; at factor 1 the point is the design's own. A factor beyond `RATE_FACTORS` extends the
+    scan where an arm's best rate lies at its edge (`bracketed`)."""
     return [
         Point(
-            p.label,
+            f"{p.label}, lr {tuning.factor_name(factor)}",
             {"arm": p.label, "factor": factor},
             p.config.replace(learning_rate=at_rate(p.config, factor)),
         )
         for p in design(settings)
-        for factor in RATE_FACTORS
+        for factor in factors
     ]
+
+
+SCAN_REACH = range(-4, 3)
+"""the powers of 3 a stored scan is looked for at (x1/81 to x9): `RATE_FACTORS` and every extension"""
+
+
+def stored_scan(settings: Profile, store: str | Path, seeds: Sequence[int] = TUNING_SEEDS) -> SweepResult:
+    """The scan's runs on `seeds` that `store` holds current (`rate_design` at every factor of `SCAN_REACH`),
+    loaded, nothing trained: the scan so far, which `scan_table` reads."""
+    factors = [tuning.STEP**k for k in SCAN_REACH]
+    seeded = [(p, p.config.replace(seed=s)) for p in rate_design(settings, factors) for s in seeds]
+    held = [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
+    return paired.run_seeded(held, store, progress=False)
+
+
+def scan_table(result: SweepResult) -> pd.DataFrame:
+    """One row per arm and factor of a scan's runs (`stored_scan`): arm, factor, learning rate, the
+    tuning seeds compared, and the mean headline, greedy accuracy and pass@4 over them. The seeds are
+    the arm's paired ones, those stored at every rate of it scanned so far, so that a rate with more
+    seeds is not read against one with fewer."""
+    scored = paired.scores(result, {}).merge(
+        result.runs[["label", "arm", "factor"]].drop_duplicates("label"), on="label", validate="many_to_one"
+    )
+    rates = {
+        row.label: read_config(row.path)["learning_rate"]
+        for row in result.runs.drop_duplicates("label").itertuples()
+    }
+    rows = []
+    for arm, runs in scored.groupby("arm", sort=False):
+        by_factor = runs.groupby("factor")["seed"].apply(set)
+        paired_seeds = sorted(set.intersection(*by_factor))
+        for factor, t in runs[runs["seed"].isin(paired_seeds)].groupby("factor"):
+            rows.append(
+                {"arm": arm, "factor": factor, "learning rate": rates[t["label"].iloc[0]],
+                 "seeds": ", ".join(str(s) for s in paired_seeds), "mean": t["score"].mean(),
+                 "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean()}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:
+    """Per arm of `scan_table`: its best factor so far, whether it is bracketed, and the factor the scan
+    needs next (`analysis.tuning`; none once bracketed)."""
+    best, closed, after = tuning.best_rates(scan, "arm"), tuning.bracketed(scan, "arm"), next_factors(scan)
+    named = {arm: "" if f is None else tuning.factor_name(f) for arm, f in after.items()}
+    rows = [(arm, tuning.factor_name(best[arm]), closed[arm], named[arm]) for arm in best]
+    return pd.DataFrame(rows, columns=["arm", "best", "bracketed", "next"])
+
+
+def next_factors(scan: pd.DataFrame) -> dict[str, float | None]:
+    """Arm -> the factor the scan of `scan_table` needs next to bracket its best rate
+    (`analysis.tuning.extension`), None once bracketed."""
+    return tuning.extension(scan, "arm")
 
 
 def at_rate(config: Config, factor: float) -> float:

@@ -44,7 +44,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import multiplicity, power, reversals, stats, verdict_table
+from grpo_lab.analysis import multiplicity, power, reversals, stats, tuning, verdict_table
 from grpo_lab.analysis.power import SIGN
 from grpo_lab.analysis.stats import seeds_shown
 from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds
@@ -333,24 +333,15 @@ def figure(scored: pd.DataFrame, margin: float, settings: Profile) -> plt.Figure
 
 
 def best_rates(outcomes: pd.DataFrame) -> dict[str, float]:
-    """Scheme -> the learning-rate factor with its highest mean score."""
-    rates = outcomes[(outcomes["knob"] == "learning_rate") & outcomes["mean"].notna()]
-    by_scheme = rates.groupby("scheme", sort=False)
-    return {str(s): float(t.loc[t["mean"].idxmax(), "factor"]) for s, t in by_scheme}
+    """Scheme -> the learning-rate factor with its highest mean score (`analysis.tuning.best_rates`)."""
+    return tuning.best_rates(outcomes[outcomes["knob"] == "learning_rate"], "scheme")
 
 
 def bracketed(outcomes: pd.DataFrame) -> dict[str, bool]:
-    """Scheme -> whether its best learning rate (`best_rates`) is bracketed: a rate scanned on each
-    side of it, each with a lower mean score. A best rate at either end of the scan is not: the
-    optimum may lie beyond it, and the scan must be extended before the rate is called tuned."""
-    rates = outcomes[(outcomes["knob"] == "learning_rate") & outcomes["mean"].notna()]
-    found = {}
-    for scheme, t in rates.groupby("scheme", sort=False):
-        means = t.set_index("factor")["mean"].sort_index()
-        best = means.idxmax()
-        below, above = means[means.index < best], means[means.index > best]
-        found[str(scheme)] = bool(len(below) and len(above) and below.iloc[-1] < means[best] > above.iloc[0])
-    return found
+    """Scheme -> whether its best learning rate (`best_rates`) is bracketed (`analysis.tuning.bracketed`:
+    a lower mean score on each side). A best rate at either end of the scan is not: the optimum may lie
+    beyond it, and the scan must be extended before the rate is called tuned."""
+    return tuning.bracketed(outcomes[outcomes["knob"] == "learning_rate"], "scheme")
 
 
 FAMILY = multiplicity.Family("the rows of the tuned-rate table on fresh seeds", "holm")

@@ -6,6 +6,7 @@ import pandas as pd
 from grpo_lab.analysis import multiplicity, verdict_table
 from grpo_lab.analysis.power import SIGN, word
 from grpo_lab.comparisons import scheme_arms
+from grpo_lab.experiments.store import run_dir
 from grpo_lab.studies import long_verdicts
 
 
@@ -63,3 +64,26 @@ def test_the_rate_scan_at_the_horizon_changes_the_rate_alone_and_shares_the_desi
         assert (point.columns["factor"] == 1.0) == (point.config.key() == config.key())
     rates = sorted({p.config.learning_rate for p in scan if p.columns["arm"] == "grpo"})
     assert rates == [1e-05, 3e-05, 9e-05]  # written as the 60-step scan writes them
+
+
+def test_the_scan_so_far_reads_each_arm_on_its_paired_seeds(tmp_path):
+    """A store holding grpo at x1 on seeds 0-2 and at x1/3 on seed 0 alone: both rates are read on seed
+    0, the seed they share, and the best rate, x1, is not bracketed until x3 is scanned."""
+    settings = long_verdicts.settings("full", steps=800)
+    points = long_verdicts.rate_design(settings)
+    held = {(1.0, 0), (1.0, 1), (1.0, 2), (1 / 3, 0)}
+    for p in points:
+        for seed in (0, 1, 2):
+            if p.columns["arm"] == "grpo" and (p.columns["factor"], seed) in held:
+                stored = run_dir(p.config.replace(seed=seed), "results")
+                (tmp_path / stored.name).symlink_to(stored.resolve())
+    scan = long_verdicts.scan_table(long_verdicts.stored_scan(settings, tmp_path))
+    assert list(scan["factor"]) == [1 / 3, 1.0] and set(scan["seeds"]) == {"0"}
+    assert list(scan["learning rate"]) == [1e-05, 3e-05]
+    own = {r.factor: r.mean for r in scan.itertuples()}
+    summary = long_verdicts.scan_summary(scan).set_index("arm")
+    assert summary.loc["grpo", "best"] == ("x1" if own[1.0] > own[1 / 3] else "x1/3")
+    assert not summary.loc["grpo", "bracketed"]
+    assert summary.loc["grpo", "next"] == ("x3" if own[1.0] > own[1 / 3] else "x1/9")
+    labels = {p.label for p in points if p.columns["arm"] == "grpo"}
+    assert labels == {"grpo, lr x1/3", "grpo, lr x1", "grpo, lr x3"}
