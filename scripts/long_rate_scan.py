@@ -9,8 +9,8 @@ finished run stays in the store.
   lies at the scan's edge, one step of 3 beyond it.
 - otherwise the `--factors` given (written as 1/3) for each arm of `--arms` on `--seeds`.
 
-The runs come seed by seed, then factor by factor (lowest first), then arm by arm in the order given
-(default: grpo first, whose rates the others are read against); the plan is printed before anything
+The runs come seed by seed, then arm by arm in the order given (default: grpo first, whose rates the
+others are read against), then factor by factor (lowest first); the plan is printed before anything
 trains, and runs already stored are loaded.
 
     python scripts/long_rate_scan.py [--status | --next | --factors 1/3 3] [--arms grpo cispo ...]
@@ -66,8 +66,8 @@ def main() -> None:
     seeded = [
         (p, p.config.replace(seed=seed))
         for seed in args.seeds
-        for factor in factors
         for arm in args.arms
+        for factor in factors
         if (arm, factor) in wanted
         for p in design
         if p.columns["arm"] == arm and p.columns["factor"] == factor
