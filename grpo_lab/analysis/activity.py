@@ -209,11 +209,17 @@ TRICK_ACTIVITY: dict[str, Measure] = {
 }
 """each trick's measure (`presets.TRICKS`, and group reward normalization, a factor of the screen)"""
 
+COMPONENT_ACTIVITY: dict[str, Measure] = {"clip_higher": CLIP_HIGHER, "token_mean": REWEIGHTING}
+"""the measure of each of DAPO's objective components switched on alone over grpo (the transfer study's
+component rows: its other two components are tricks, and its dropped KL is grpo_no_kl)"""
+
 ACTIVITY: dict[str, Measure] = {
     **{name: next(iter(measures.values())) for name, measures in MECHANISMS.items()},
     **TRICK_ACTIVITY,
+    **COMPONENT_ACTIVITY,
 }
-"""the headline measure of every scheme (its first mechanism's) and trick: the verdict table's"""
+"""the headline measure of every scheme (its first mechanism's), trick and component: the verdict
+table's"""
 
 
 def _training_rows(metrics: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,243 @@
+"""The transfer study's arms and rows (its notebook to come): do the lab's verdicts, found on the
+embedded 1M-parameter character model, hold on a real pretrained language model? Each row is judged on
+the pretrained bed (`comparisons.pretrained_bed`: SmolLM2-135M-Instruct on the `word` task) as the base
+judges it, single variable against its comparator, every arm at its own tuned rate, and is set beside
+the base's verdict in the reversal table's words (`analysis.reversals`: held, reversed, appears,
+vanishes, settled, open).
+
+- `ARMS` / `ROWS`: the arms (a preset and what it changes on the bed) and the rows compared: the base's
+  scheme rows (against grpo, and against grpo_no_kl where the scheme also drops the KL), DAPO's full
+  recipe and its two objective components alone (its other two are tricks, its dropped KL is
+  grpo_no_kl), and the tricks the screen decided;
+- `settings` / `scan_design`: the learning-rate scan of every arm whose change is to the objective
+  (`TUNED`) at each of `RATES` on the tuning seeds; grpo's runs on seed 0 are the bed's pilot's, the same
+  configurations;
+- `scan_table` / `tuned_rates`: the scan's mean scores, and each tuned arm's best rate with whether it is
+  bracketed (`analysis.tuning`); a trick runs at grpo's tuned rate, as the base's tuned tricks do;
+- `fresh_seeds` / `verdict_design`: every arm at its tuned rate, on seeds no rate was chosen on, the
+  sequential rule's first look (`FRESH_SEEDS`);
+- `table`: the rows whose arms are stored, one family under Holm (`FAMILY`);
+- `transfer_table`: each row of `ROWS` with the base's verdict beside the bed's and the change between
+  them, a row the base never judged or the bed has not yet marked as such.
+
+Every run of the study is a run of the bed's configuration with one thing changed, so the runs of two
+studies that ask for the same configuration are shared through the store, the pilot's included."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from grpo_lab.analysis import multiplicity, reversals, tuning, verdict_table
+from grpo_lab.comparisons import paired, pretrained_bed
+from grpo_lab.comparisons.point_sets import for_profile
+from grpo_lab.config import Config
+from grpo_lab.experiments import SweepResult
+from grpo_lab.experiments.designs import Point
+from grpo_lab.presets import PRESETS, TRICKS
+from grpo_lab.profiles import Budget, Profile
+
+REFERENCE = "grpo"
+"""the arm every row's margin is read from (its gain), and whose tuned rate the tricks run at"""
+DAPO = PRESETS["dapo"].changes
+ARMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "grpo": ("grpo", {}),
+    "grpo_no_kl": ("grpo_no_kl", {}),
+    "dr_grpo": ("dr_grpo", {}),
+    "dapo": ("dapo", {}),
+    "clip_higher": ("grpo", {"eps_high": DAPO["eps_high"]}),
+    "token_mean": ("grpo", {"aggregation": DAPO["aggregation"]}),
+    "gspo": ("gspo", {}),
+    "cispo": ("cispo", {}),
+    "dynamic_sampling": ("grpo", TRICKS["dynamic_sampling"]),
+    "overlong_shaping": ("grpo", TRICKS["overlong_shaping"]),
+    "adaptive_entropy": ("grpo", TRICKS["adaptive_entropy"]),
+    "dynamic_group_size": ("grpo", TRICKS["dynamic_group_size"]),
+}
+"""arm -> (preset, the fields it changes over that preset on the bed): the schemes by their presets,
+DAPO's clip-higher and token-level loss alone over grpo at the recipe's own values, the tricks at
+`presets.TRICKS`' levels"""
+TUNED = ("grpo", "grpo_no_kl", "dr_grpo", "dapo", "clip_higher", "token_mean", "gspo", "cispo")
+"""the arms whose change is to the objective, each scanned for its own rate; a trick runs at grpo's"""
+ROWS: tuple[tuple[str, str, str, str], ...] = (
+    ("grpo_no_kl", "scheme", "grpo_no_kl", "grpo"),
+    ("dr_grpo", "scheme", "dr_grpo", "grpo"),
+    ("dr_grpo", "scheme vs grpo_no_kl", "dr_grpo", "grpo_no_kl"),
+    ("dapo", "scheme", "dapo", "grpo"),
+    ("dapo", "scheme vs grpo_no_kl", "dapo", "grpo_no_kl"),
+    ("clip_higher", "component", "clip_higher", "grpo"),
+    ("token_mean", "component", "token_mean", "grpo"),
+    ("gspo", "scheme", "gspo", "grpo"),
+    ("gspo", "scheme vs grpo_no_kl", "gspo", "grpo_no_kl"),
+    ("cispo", "scheme", "cispo", "grpo"),
+    ("cispo", "scheme vs grpo_no_kl", "cispo", "grpo_no_kl"),
+    ("dynamic_sampling", "trick", "dynamic_sampling", "grpo"),
+    ("overlong_shaping", "trick", "overlong_shaping", "grpo"),
+    ("adaptive_entropy", "trick", "adaptive_entropy", "grpo"),
+    ("dynamic_group_size", "trick", "dynamic_group_size", "grpo"),
+)
+"""the compared rows (row, kind, treatment, control), keyed as the base's tables key theirs (row and kind:
+`analysis.reversals.KEYS`): a scheme's rows as in the tuned scheme table (notebook 16), a trick's as in
+its tuned trick table"""
+RATES = pretrained_bed.PILOT_RATES
+"""the scan's learning rates: the pilot's, around the rate it found best for grpo; an arm whose best is at
+an end is scanned one step of 3 further (`tuned_rates`' 'next')"""
+TUNING_SEEDS = (0, 1)
+"""the seeds each arm's rate is chosen on"""
+FRESH_SEEDS = (2, 3, 4)
+"""the seeds every row is judged on, none of them a tuning seed: the sequential rule's first look"""
+STUDY = Budget(
+    seeds=TUNING_SEEDS,
+    steps=pretrained_bed.PILOT.steps,
+    eval_every=pretrained_bed.PILOT.eval_every,
+    val_size=pretrained_bed.PILOT.val_size,
+)
+"""the pilot's runs (30 steps, validated every 10 on 96 prompts) on the tuning seeds"""
+SMOKE_ARMS = 2
+"""the smoke profile's arms: the first this many of `ARMS` (grpo and grpo_no_kl)"""
+FAMILY = multiplicity.Family("every row of the transfer study's table on the pretrained bed", "holm")
+"""the bed's verdict table is one family under Holm, as the base's tuned scheme table is"""
+settings = STUDY.settings
+"""The study's profile: `STUDY` under the full profile, the smoke profile's few otherwise."""
+
+
+def arms(settings: Profile) -> dict[str, tuple[str, dict[str, Any]]]:
+    """`ARMS` under the full profile; the first `SMOKE_ARMS` under any other."""
+    return for_profile(ARMS, settings, SMOKE_ARMS)
+
+
+def arm_config(settings: Profile, arm: str, learning_rate: float) -> Config:
+    """The bed's configuration of `arm` (`ARMS`) at `learning_rate` (`pretrained_bed.base`)."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; valid: {', '.join(ARMS)}")
+    name, changes = ARMS[arm]
+    return pretrained_bed.base(settings, name, learning_rate=learning_rate, **changes)
+
+
+def rates(settings: Profile) -> tuple[float, ...]:
+    """`RATES` under the full profile; the middle one under any other."""
+    return RATES if settings.name == "full" else RATES[len(RATES) // 2 : len(RATES) // 2 + 1]
+
+
+def factor(learning_rate: float) -> float:
+    """A rate as a multiple of the middle of `RATES` (`analysis.tuning` reads scans by factor)."""
+    return learning_rate / RATES[len(RATES) // 2]
+
+
+def rate(factor: float) -> float:
+    """The learning rate at `factor` times the middle of `RATES`, to 6 significant digits."""
+    return float(f"{factor * RATES[len(RATES) // 2]:.6g}")
+
+
+def scan_design(settings: Profile, extra: Mapping[str, float] | None = None) -> list[Point]:
+    """Every tuned arm among `arms(settings)` at each of `rates(settings)`, and at `extra[arm]` besides
+    (a rate that extends its scan), labelled 'arm, lr R', with columns `arm`, `learning_rate`, `factor`."""
+    points = []
+    for arm in (a for a in TUNED if a in arms(settings)):
+        for lr in sorted({*rates(settings), *([extra[arm]] if extra and arm in extra else [])}):
+            columns = {"arm": arm, "learning_rate": lr, "factor": factor(lr)}
+            points.append(Point(f"{arm}, lr {lr:g}", columns, arm_config(settings, arm, lr)))
+    return points
+
+
+def scan_table(result: SweepResult) -> pd.DataFrame:
+    """Per tuned arm and rate of a scan's runs: the seeds, the mean headline score, greedy accuracy and
+    pass@4 over them, the factor (`factor`)."""
+    scored = paired.scores(result, {}).merge(
+        result.runs[["label", "arm", "learning_rate", "factor"]].drop_duplicates("label"), on="label"
+    )
+    grouped = scored.groupby(["arm", "learning_rate", "factor"], sort=False)
+    table = grouped.agg(
+        seeds=("seed", lambda s: ", ".join(str(x) for x in sorted(s))),
+        mean=("score", "mean"),
+        greedy=("greedy", "mean"),
+        **{"pass@4": ("pass@4", "mean")},
+    )
+    return table.reset_index()
+
+
+def tuned_rates(scan: pd.DataFrame) -> pd.DataFrame:
+    """Per tuned arm of `scan_table`: its best learning rate, whether it is bracketed (a lower mean on each
+    side) and, where not, the rate the scan needs next (`analysis.tuning`)."""
+    best, closed, after = (
+        tuning.best_rates(scan, "arm"),
+        tuning.bracketed(scan, "arm"),
+        tuning.extension(scan, "arm"),
+    )
+    beyond = {arm: None if f is None else rate(f) for arm, f in after.items()}
+    rows = [(arm, rate(best[arm]), closed[arm], beyond[arm]) for arm in best]
+    return pd.DataFrame(rows, columns=["arm", "best rate", "bracketed", "next rate"])
+
+
+def fresh_seeds(settings: Profile) -> tuple[int, ...]:
+    """The verdict's seeds: `FRESH_SEEDS` under the full profile, the first seed after the profile's own
+    otherwise; never a seed a rate was chosen on."""
+    if settings.name == "full":
+        return FRESH_SEEDS
+    return (max(settings.seeds) + 1,)
+
+
+def verdict_design(settings: Profile, best: Mapping[str, float]) -> list[Point]:
+    """Every arm of `arms(settings)` at its tuned rate (`best`: tuned arm -> rate, `tuned_rates`' best rate):
+    a tuned arm at its own, a trick at `REFERENCE`'s; labelled by the arm. An error names the tuned arms
+    `best` lacks."""
+    chosen = arms(settings)
+    missing = [a for a in TUNED if a in chosen and a not in best]
+    if missing:
+        raise ValueError(f"no tuned rate for {missing}: scan them first (scan_design, tuned_rates)")
+    return [
+        Point(arm, {"arm": arm}, arm_config(settings, arm, best[arm] if arm in TUNED else best[REFERENCE]))
+        for arm in chosen
+    ]
+
+
+def table(result: SweepResult) -> pd.DataFrame:
+    """The rows of `ROWS` whose arms `result` holds, paired on seeds against `MARGIN_OF_GAIN` times
+    `REFERENCE`'s gain (`analysis.verdict_table.compare`; each row's activity is its own mechanism's,
+    measured in the treatment's runs), adjusted over those rows as one family (`FAMILY`)."""
+    labels = set(result.runs["label"])
+    rows = [r for r in ROWS if r[2] in labels and r[3] in labels]
+    if REFERENCE not in labels or not rows:
+        raise ValueError(f"no row of the study has its runs: the result holds {sorted(labels)}")
+    measured: dict[str, list[str]] = {}
+    for name, _, treatment, _ in rows:
+        measured.setdefault(treatment, []).append(name)
+    scored = paired.scores(result, measured)
+    learned = verdict_table.gain(scored[scored["label"] == REFERENCE])
+    compared = verdict_table.compare(scored, rows, reference_gain=learned)
+    return multiplicity.adjust(verdict_table.pooled_mdes(compared), FAMILY)
+
+
+NO_BASE_ROW = "no base row"
+"""`transfer_table`'s change where the base never judged the row (DAPO's full recipe and its components)"""
+NOT_RUN = "not run yet"
+"""`transfer_table`'s change where the bed's runs of the row are not stored yet"""
+
+
+def transfer_table(
+    base: pd.DataFrame,
+    bed: pd.DataFrame,
+    names: tuple[str, str] = ("base", "pretrained"),
+    word: str = "adjusted verdict",
+) -> pd.DataFrame:
+    """Every row of `ROWS`, in its order: the base's verdict columns (`analysis.reversals.CARRIED`) beside
+    the bed's, suffixed by `names`, and the change between the two (`analysis.reversals.change`), each
+    side's verdict read from its column `word` (default: the word at the table's adjusted level, since
+    advice rests on adjusted decisions); `NO_BASE_ROW` where `base` lacks the row, `NOT_RUN` where `bed`
+    does. Each effect stays in its own bed's score units and margin: the two beds' scores are not on one
+    scale."""
+    keys = pd.DataFrame([(r, k) for r, k, _, _ in ROWS], columns=reversals.KEYS)
+    joined = keys
+    for frame, name in zip((base, bed), names):
+        missing = [c for c in (*reversals.KEYS, *reversals.CARRIED, word) if c not in frame]
+        if missing:
+            raise ValueError(f"the {name!r} table lacks the columns {missing}: give verdict tables")
+        shown = frame.assign(verdict=frame[word])[[*reversals.KEYS, *reversals.CARRIED]]
+        renamed = shown.rename(columns={c: f"{c} ({name})" for c in reversals.CARRIED})
+        joined = joined.merge(renamed, on=reversals.KEYS, how="left", validate="one_to_one")
+    before, after = joined[f"verdict ({names[0]})"], joined[f"verdict ({names[1]})"]
+    joined["change"] = [
+        NO_BASE_ROW if pd.isna(b) else NOT_RUN if pd.isna(a) else reversals.change(b, a)
+        for b, a in zip(before, after)
+    ]
+    return joined
