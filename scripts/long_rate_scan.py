@@ -5,9 +5,11 @@ finished run stays in the store.
 
 - `--status` trains nothing: it prints the scan so far (`long_verdicts.scan_table`, `scan_summary`:
   each arm's best rate, whether it is bracketed, the factor it needs next).
-- `--next` trains, for each arm of `--arms`, the factor it needs next on `--seeds`: where its best rate
-  lies at the scan's edge, one step of 3 beyond it.
-- otherwise the `--factors` given (written as 1/3) for each arm of `--arms` on `--seeds`.
+- `--next` trains, for each arm of `--arms`, the runs it needs next (`long_verdicts.next_runs`): the next
+  factor on its seeds where its best rate lies at the scan's edge, else the next tuning seed at every
+  rate where its bracket is not settled (its lead within the seed noise).
+- otherwise the `--factors` given (written as 1/3) for each arm of `--arms` on `--seeds` (default: the
+  tuning seeds).
 
 The runs come seed by seed, then arm by arm in the order given (default: grpo first, whose rates the
 others are read against), then factor by factor (lowest first); the plan is printed before anything
@@ -35,7 +37,7 @@ def main() -> None:
     parser.add_argument("--arms", nargs="*", default=list(ORDER))
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--status", action="store_true", help="print the scan so far; train nothing")
-    chosen.add_argument("--next", action="store_true", help="train each arm's next factor")
+    chosen.add_argument("--next", action="store_true", help="train the runs each arm needs next")
     chosen.add_argument(
         "--factors",
         nargs="*",
@@ -52,26 +54,25 @@ def main() -> None:
         raise SystemExit(f"--arms {unknown}: not arms of the design, which has {sorted(known)}")
     if args.status or args.next:
         scan = long_verdicts.scan_table(long_verdicts.stored_scan(settings, args.store))
-        summary = long_verdicts.scan_summary(scan)
         if args.status:
+            summary = long_verdicts.scan_summary(scan)
+            spread = long_verdicts.scan_spread(scan)
             with pd.option_context("display.width", 200, "display.max_rows", None):
                 print(scan.round(4).to_string(index=False), summary.to_string(index=False), sep="\n\n")
+            print(f"\na lead is read against {spread.words()} of one run's headline score")
             return
-        after = long_verdicts.next_factors(scan)
-        wanted = [(arm, f) for arm in args.arms if (f := after.get(arm)) is not None]
+        wanted = [run for run in long_verdicts.next_runs(scan) if run[0] in args.arms]
     else:
-        wanted = [(arm, float(Fraction(f))) for arm in args.arms for f in args.factors]
-    factors = sorted({f for _, f in wanted})
-    design = long_verdicts.rate_design(settings, factors)
-    seeded = [
-        (p, p.config.replace(seed=seed))
-        for seed in args.seeds
-        for arm in args.arms
-        for factor in factors
-        if (arm, factor) in wanted
-        for p in design
-        if p.columns["arm"] == arm and p.columns["factor"] == factor
-    ]
+        wanted = [
+            (arm, float(Fraction(f)), seed) for seed in args.seeds for arm in args.arms for f in args.factors
+        ]
+    factors = sorted({f for _, f, _ in wanted})
+    design = {
+        (p.columns["arm"], p.columns["factor"]): p for p in long_verdicts.rate_design(settings, factors)
+    }
+    order = {arm: i for i, arm in enumerate(args.arms)}
+    wanted.sort(key=lambda run: (run[2], order[run[0]], run[1]))
+    seeded = [(design[arm, f], design[arm, f].config.replace(seed=seed)) for arm, f, seed in wanted]
     pending = [(p, c) for p, c in seeded if not is_current(run_dir(c, args.store))]
     print(f"{len(seeded)} runs of {settings.steps} steps, {len(pending)} to train:", flush=True)
     for point, config in pending:

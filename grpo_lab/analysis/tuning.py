@@ -12,6 +12,10 @@ import pandas as pd
 
 STEP = 3.0
 """the scan's spacing: each rate is 3 times the one below it, as in every scan of the lab"""
+SETTLED_GAP_SDS = 3.0
+"""a bracket is settled when the best rate's lead over each neighbour is at least this many standard
+deviations of the difference of two rates' means (`settled`): a wrong order then has a chance of about
+0.1%, so the bracket needs no more tuning seeds"""
 
 
 def _scanned(means: pd.DataFrame, by: str) -> dict[str, pd.Series]:
@@ -49,6 +53,26 @@ def extension(means: pd.DataFrame, by: str) -> dict[str, float | None]:
         best = float(m.idxmax())
         ends[arm] = best / STEP if best == float(m.index.min()) else best * STEP
     return ends
+
+
+def settled(means: pd.DataFrame, by: str, sd: float, gap_sds: float = SETTLED_GAP_SDS) -> dict[str, bool]:
+    """Arm -> whether its bracket is settled on the seeds it has: its best rate is bracketed and leads
+    each neighbour by at least `gap_sds` x sd x sqrt(2 / n), the standard deviation of the difference of
+    two means over its `n` seeds (column `n` of `means`, one count per arm: its rates' paired seeds)
+    when one seed's score has standard deviation `sd` (a spread pooled over the scan's rates). A NaN `sd`
+    settles nothing."""
+    closed = bracketed(means, by)
+    found = {}
+    for arm, m in _scanned(means, by).items():
+        if not closed[arm] or not math.isfinite(sd):
+            found[arm] = False
+            continue
+        n = int(means.loc[means[by] == arm, "n"].min())
+        best = m.idxmax()
+        neighbours = [m[m.index < best].iloc[-1], m[m.index > best].iloc[0]]
+        lead = m[best] - max(neighbours)
+        found[arm] = bool(lead >= gap_sds * sd * math.sqrt(2 / n))
+    return found
 
 
 def factor_name(factor: float) -> str:

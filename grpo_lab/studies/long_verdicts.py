@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from grpo_lab.analysis import horizon as trajectories
-from grpo_lab.analysis import multiplicity, plots, tuning, verdict_table
+from grpo_lab.analysis import multiplicity, plots, power, tuning, verdict_table
 from grpo_lab.analysis.scores import GREEDY, HEADLINE
 from grpo_lab.comparisons import horizon_pilot, paired, scheme_arms, sequential_seeds
 from grpo_lab.comparisons.bed import described
@@ -109,9 +109,9 @@ def stored_scan(settings: Profile, store: str | Path, seeds: Sequence[int] = TUN
 
 def scan_table(result: SweepResult) -> pd.DataFrame:
     """One row per arm and factor of a scan's runs (`stored_scan`): arm, factor, learning rate, the
-    tuning seeds compared, and the mean headline, greedy accuracy and pass@4 over them. The seeds are
-    the arm's paired ones, those stored at every rate of it scanned so far, so that a rate with more
-    seeds is not read against one with fewer."""
+    tuning seeds compared (`seeds`, `n`), the mean headline, its sd over those seeds, and the mean greedy
+    accuracy and pass@4. The seeds are the arm's paired ones, those stored at every rate of it scanned so
+    far, so that a rate with more seeds is not read against one with fewer."""
     scored = paired.scores(result, {}).merge(
         result.runs[["label", "arm", "factor"]].drop_duplicates("label"), on="label", validate="many_to_one"
     )
@@ -122,29 +122,58 @@ def scan_table(result: SweepResult) -> pd.DataFrame:
     rows = []
     for arm, runs in scored.groupby("arm", sort=False):
         by_factor = runs.groupby("factor")["seed"].apply(set)
-        paired_seeds = sorted(set.intersection(*by_factor))
+        paired_seeds = tuple(sorted(set.intersection(*by_factor)))
         for factor, t in runs[runs["seed"].isin(paired_seeds)].groupby("factor"):
             rows.append(
                 {"arm": arm, "factor": factor, "learning rate": rates[t["label"].iloc[0]],
-                 "seeds": ", ".join(str(s) for s in paired_seeds), "mean": t["score"].mean(),
-                 "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean()}
+                 "seeds": paired_seeds, "n": len(paired_seeds), "mean": t["score"].mean(),
+                 "sd": t["score"].std(ddof=1), "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean()}
             )  # fmt: skip
     return pd.DataFrame(rows)
 
 
+def scan_spread(scan: pd.DataFrame) -> power.Spread:
+    """The sd of one run's headline score at the horizon, pooled over the scan's rates that have two seeds
+    or more (`analysis.power.pooled_spread`): what `analysis.tuning.settled` reads a lead against."""
+    return power.pooled_spread(scan["n"], scan["sd"])
+
+
 def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:
-    """Per arm of `scan_table`: its best factor so far, whether it is bracketed, and the factor the scan
-    needs next (`analysis.tuning`; none once bracketed)."""
-    best, closed, after = tuning.best_rates(scan, "arm"), tuning.bracketed(scan, "arm"), next_factors(scan)
-    named = {arm: "" if f is None else tuning.factor_name(f) for arm, f in after.items()}
-    rows = [(arm, tuning.factor_name(best[arm]), closed[arm], named[arm]) for arm in best]
-    return pd.DataFrame(rows, columns=["arm", "best", "bracketed", "next"])
+    """Per arm of `scan_table`: its best factor so far, its seeds, whether it is bracketed and whether the
+    bracket is settled on those seeds (`analysis.tuning.settled` against `scan_spread`), and the runs the
+    scan needs next (`next_runs`)."""
+    best, closed = tuning.best_rates(scan, "arm"), tuning.bracketed(scan, "arm")
+    done = tuning.settled(scan, "arm", scan_spread(scan).sd)
+    wanted: dict[str, list[str]] = {}
+    for arm, factor, seed in next_runs(scan):
+        wanted.setdefault(arm, []).append(f"{tuning.factor_name(factor)} seed {seed}")
+    seeds = scan.groupby("arm", sort=False)["n"].min()
+    rows = [
+        (arm, tuning.factor_name(f), int(seeds[arm]), closed[arm], done[arm], ", ".join(wanted.get(arm, [])))
+        for arm, f in best.items()
+    ]
+    return pd.DataFrame(rows, columns=["arm", "best", "seeds", "bracketed", "settled", "next"])
 
 
-def next_factors(scan: pd.DataFrame) -> dict[str, float | None]:
-    """Arm -> the factor the scan of `scan_table` needs next to bracket its best rate
-    (`analysis.tuning.extension`), None once bracketed."""
-    return tuning.extension(scan, "arm")
+def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
+    """The (arm, factor, seed) runs the scan needs next, by one rule for every arm: an arm whose best rate
+    is not bracketed takes the next factor (`analysis.tuning.extension`) on the first tuning seed (the
+    arm's rates are then read on the seeds they share, `scan_table`); one bracketed but
+    not settled (`analysis.tuning.settled`: its lead within the seed noise) takes the next seed of
+    `TUNING_SEEDS` at every rate it has scanned; a settled arm, or one with every tuning seed, takes
+    nothing."""
+    after, done = tuning.extension(scan, "arm"), tuning.settled(scan, "arm", scan_spread(scan).sd)
+    runs: list[tuple[str, float, int]] = []
+    for arm, rows in scan.groupby("arm", sort=False):
+        seeds = rows["seeds"].iloc[0]
+        extension = after[str(arm)]
+        if extension is not None:
+            runs.append((str(arm), extension, TUNING_SEEDS[0]))
+            continue
+        more = [s for s in TUNING_SEEDS if s not in seeds]
+        if not done[str(arm)] and more:
+            runs += [(str(arm), float(factor), more[0]) for factor in rows["factor"]]
+    return runs
 
 
 def at_rate(config: Config, factor: float) -> float:

@@ -49,3 +49,15 @@ def test_a_tie_with_a_neighbour_does_not_bracket():
 def test_factors_are_named_as_the_scans_print_them():
     names = [tuning.factor_name(f) for f in (1 / 81, 1 / 9, 1 / 3, 1.0, 3.0, 9.0, 0.5)]
     assert names == ["x1/81", "x1/9", "x1/3", "x1", "x3", "x9", "x0.5"]
+
+
+def test_a_bracket_is_settled_only_by_a_lead_beyond_the_seed_noise():
+    means = scan({"clear": {1 / 3: 0.30, 1.0: 0.50, 3.0: 0.10}, "close": {1 / 3: 0.46, 1.0: 0.50, 3.0: 0.10}})
+    means["n"] = 1
+    # a lead of 0.20 against 3 x 0.02 x sqrt(2) = 0.085 on one seed; a lead of 0.04 is within it
+    assert tuning.settled(means, "arm", sd=0.02) == {"clear": True, "close": False}
+    means["n"] = 3  # three seeds: 3 x 0.02 x sqrt(2 / 3) = 0.049, still above 0.04
+    assert tuning.settled(means, "arm", sd=0.02) == {"clear": True, "close": False}
+    assert tuning.settled(means, "arm", sd=0.01) == {"clear": True, "close": True}
+    assert tuning.settled(means, "arm", sd=float("nan")) == {"clear": False, "close": False}
+    assert tuning.settled(MEANS.assign(n=1), "arm", sd=0.0)["low edge"] is False  # not bracketed

@@ -2,6 +2,7 @@
 raw do not once adjusted, and its markdown's caption names the family."""
 
 import pandas as pd
+import pytest
 
 from grpo_lab.analysis import multiplicity, verdict_table
 from grpo_lab.analysis.power import SIGN, word
@@ -78,7 +79,7 @@ def test_the_scan_so_far_reads_each_arm_on_its_paired_seeds(tmp_path):
                 stored = run_dir(p.config.replace(seed=seed), "results")
                 (tmp_path / stored.name).symlink_to(stored.resolve())
     scan = long_verdicts.scan_table(long_verdicts.stored_scan(settings, tmp_path))
-    assert list(scan["factor"]) == [1 / 3, 1.0] and set(scan["seeds"]) == {"0"}
+    assert list(scan["factor"]) == [1 / 3, 1.0] and set(scan["seeds"]) == {(0,)}
     assert list(scan["learning rate"]) == [1e-05, 3e-05]
     own = {r.factor: r.mean for r in scan.itertuples()}
     summary = long_verdicts.scan_summary(scan).set_index("arm")
@@ -87,3 +88,27 @@ def test_the_scan_so_far_reads_each_arm_on_its_paired_seeds(tmp_path):
     assert summary.loc["grpo", "next"] == ("x3" if own[1.0] > own[1 / 3] else "x1/9")
     labels = {p.label for p in points if p.columns["arm"] == "grpo"}
     assert labels == {"grpo, lr x1/3", "grpo, lr x1", "grpo, lr x3"}
+
+
+def scan_rows(arm: str, means: dict[float, float], seeds: tuple[int, ...]) -> list[dict]:
+    return [
+        {"arm": arm, "factor": f, "seeds": seeds, "n": len(seeds), "mean": m, "sd": 0.02}
+        for f, m in means.items()
+    ]
+
+
+def test_the_next_runs_extend_an_open_bracket_on_seed_0_and_add_seeds_where_a_lead_is_within_the_noise():
+    scan = pd.DataFrame(
+        scan_rows("edge", {1 / 3: 0.40, 1.0: 0.30}, (0, 1, 2))
+        + scan_rows("clear", {1 / 3: 0.30, 1.0: 0.50, 3.0: 0.10}, (0,))
+        + scan_rows("close", {1 / 3: 0.47, 1.0: 0.50, 3.0: 0.10}, (0,))
+        + scan_rows("close, all seeds", {1 / 3: 0.47, 1.0: 0.50, 3.0: 0.10}, (0, 1, 2))
+    )
+    assert long_verdicts.scan_spread(scan).sd == pytest.approx(0.02)
+    runs = long_verdicts.next_runs(scan)
+    assert runs[0][0] == "edge" and runs[0][1] == pytest.approx(1 / 9) and runs[0][2] == 0
+    assert [r for r in runs if r[0] == "close"] == [("close", 1 / 3, 1), ("close", 1.0, 1), ("close", 3.0, 1)]
+    assert not [r for r in runs if r[0] in ("clear", "close, all seeds")]
+    summary = long_verdicts.scan_summary(scan).set_index("arm")
+    assert summary.loc["clear", "settled"] and not summary.loc["close", "settled"]
+    assert summary.loc["close", "next"] == "x1/3 seed 1, x1 seed 1, x3 seed 1"
