@@ -85,7 +85,7 @@ def test_the_scan_so_far_reads_each_arm_on_its_paired_seeds(tmp_path):
     summary = long_verdicts.scan_summary(scan).set_index("arm")
     assert summary.loc["grpo", "best"] == ("x1" if own[1.0] > own[1 / 3] else "x1/3")
     assert not summary.loc["grpo", "bracketed"]
-    assert summary.loc["grpo", "next"] == ("x3" if own[1.0] > own[1 / 3] else "x1/9")
+    assert summary.loc["grpo", "next"] == ("x3 seed 0" if own[1.0] > own[1 / 3] else "x1/9 seed 0")
     labels = {p.label for p in points if p.columns["arm"] == "grpo"}
     assert labels == {"grpo, lr x1/3", "grpo, lr x1", "grpo, lr x3"}
 
