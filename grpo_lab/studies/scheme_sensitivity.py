@@ -34,7 +34,6 @@ that trick on at grpo's tuned rate, paired with grpo there on the first `TRICK_S
 - `scores`, `outcome_table`, `edge_table`, `figure`, `best_rates`, `bracketed`, `best_rate_table`;
 - `screen_tricks`, `trick_design` / `run_tricks` / `trick_runs`, `trick_table`, `trick_markdown`."""
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,10 +43,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import multiplicity, power, reversals, stats, tuning, verdict_table
+from grpo_lab.analysis import multiplicity, power, stats, tuning, verdict_table
 from grpo_lab.analysis.power import SIGN
 from grpo_lab.analysis.stats import seeds_shown
-from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds
+from grpo_lab.comparisons import paired, scheme_arms, screen, sequential_seeds, tuned_table
 from grpo_lab.comparisons.bed import base, described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
@@ -360,89 +359,21 @@ def best_rate_table(
     at its own tuned rate, the rate chosen on other seeds, the rows one family (`FAMILY`) with their
     adjusted words, the greedy effect and the row's notes (`verdict_table.notes`) beside them, and what
     becomes of the own-best verdict there (`on fresh seeds`, one of `reversals.CHANGES`: an undecided
-    fresh verdict leaves it open, neither held nor undone)."""
-    rates, tuned = best_rates(outcomes), bracketed(outcomes)
+    fresh verdict leaves it open, neither held nor undone): `comparisons.tuned_table.table`."""
     lr = scored[scored["knob"] == "learning_rate"]
-    shared = lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"])
-    rows = scheme_arms.arms(set(shared["label"]))
-    learned = verdict_table.gain(shared[shared["label"] == scheme_arms.REFERENCE])
+    rates = best_rates(outcomes)
     sides = {
-        "shared": shared,
+        "shared": lr[lr["factor"] == 1.0].assign(label=lambda f: f["scheme"]),
         "own best": lr[lr["factor"] == lr["scheme"].map(rates)].assign(label=lambda f: f["scheme"]),
     }
     if fresh is not None:
         sides["fresh seeds"] = fresh.assign(label=fresh["scheme"])
-    kept = ["effect", "ci_low", "ci_high", "seeds", "verdict"]
-    found = []
-    for side, frame in sides.items():
-        compared = verdict_table.compare(frame, rows, margin=margin, reference_gain=learned)
-        columns = kept
-        if side == "fresh seeds":
-            compared = multiplicity.adjust(compared, FAMILY)
-            compared["notes"] = [verdict_table.notes(r) for r in compared.to_dict("records")]
-            columns = [*kept, "adjusted verdict", "greedy effect", "greedy ci_low", "greedy ci_high", "notes"]
-        found.append(compared[["row", "kind", *columns]].rename(columns={c: f"{c} {side}" for c in columns}))
-    table = functools.reduce(lambda left, right: left.merge(right, on=["row", "kind"]), found)
-    table.insert(2, "treatment rate x", [rates[treatment] for _, _, treatment, _ in rows])
-    table.insert(3, "control rate x", [rates[control] for _, _, _, control in rows])
-    table.insert(4, "treatment bracketed", [tuned[treatment] for _, _, treatment, _ in rows])
-    table.insert(5, "control bracketed", [tuned[control] for _, _, _, control in rows])
-    table["turns on the rate"] = table["verdict shared"] != table["verdict own best"]
-    if fresh is not None:
-        table["on fresh seeds"] = list(
-            map(reversals.change, table["verdict own best"], table["verdict fresh seeds"])
-        )
-    return table
+    return tuned_table.table(sides, rates, bracketed(outcomes), margin, FAMILY)
 
 
 def best_rate_markdown(table: pd.DataFrame) -> str:
-    """`best_rate_table` as GitHub markdown. Where the table has the fresh seeds, the primary comparison
-    comes first: per row, the tuned rates of both sides (and whether each is bracketed), the verdict
-    and effect [95% CI] at them on the fresh seeds, its word after the family's control (the caption
-    names it), the greedy effect and the notes; then the own-best verdict on the seeds the rates were
-    chosen on and what becomes of it, and last the verdict at the shared rate, the sensitivity at one
-    common rate, and whether it turns on the rate."""
-    fresh = "verdict fresh seeds" in table
-    head = ["row", "kind", "tuned rates (treatment, control)"]
-    head += (
-        ["at the tuned rates, fresh seeds", "adjusted", "greedy effect, fresh seeds", "notes"]
-        if fresh
-        else []
-    )
-    head += ["at the tuned rates, tuning seeds"] + (["tuning verdict on fresh seeds"] if fresh else [])
-    head += ["at the shared rate (sensitivity)", "verdict turns on the rate"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    sides = ("shared", "own best", "fresh seeds") if fresh else ("shared", "own best")
-    for r in table.to_dict("records"):
-        at = {
-            side: f"{verdict_table.WORDS.get(r[f'verdict {side}'], 'undecided')}: {r[f'effect {side}']:+.3f} "
-            f"[{r[f'ci_low {side}']:+.3f}, {r[f'ci_high {side}']:+.3f}], {r[f'seeds {side}']} seeds"
-            for side in sides
-        }
-        rates = ", ".join(
-            f"x{r[f'{side} rate x']:.2g}" + ("" if r[f"{side} bracketed"] else " (not bracketed)")
-            for side in ("treatment", "control")
-        )
-        cells = [r["row"], r["kind"], rates]
-        if fresh:
-            greedy = f"{r['greedy effect fresh seeds']:+.3f} [{r['greedy ci_low fresh seeds']:+.3f}, "
-            greedy += f"{r['greedy ci_high fresh seeds']:+.3f}]"
-            adjusted = verdict_table.WORDS.get(r["adjusted verdict fresh seeds"], "undecided")
-            cells += [at["fresh seeds"], adjusted, greedy, r["notes fresh seeds"]]
-        cells.append(at["own best"])
-        if fresh:
-            cells.append(r["on fresh seeds"])
-        cells += [at["shared"], "yes" if r["turns on the rate"] else "no"]
-        lines.append("| " + " | ".join(cells) + " |")
-    caption = ""
-    if fresh:
-        size = int(table["verdict fresh seeds"].ne(power.TOO_FEW_SEEDS).sum())
-        caption = (
-            "Primary scheme table: every arm at its own tuned learning rate (the best of the scan, chosen on "
-            "the tuning seeds, judged on fresh seeds), 60 steps; "
-            f"{FAMILY.caption(size)}. The shared-rate column is the sensitivity at one common rate.\n\n"
-        )
-    return caption + "\n".join(lines) + "\n"
+    """`best_rate_table` as GitHub markdown (`comparisons.tuned_table.markdown`, at this study's 60 steps)."""
+    return tuned_table.markdown(table, FAMILY, "60 steps")
 
 
 TRICKS_CONFIRMED = 6
