@@ -58,7 +58,9 @@ def main() -> None:
             summary = long_verdicts.scan_summary(scan)
             spread = long_verdicts.scan_spread(scan)
             with pd.option_context("display.width", 200, "display.max_rows", None):
-                print(scan.round(4).to_string(index=False), summary.to_string(index=False), sep="\n\n")
+                shown = scan.round({"factor": 4, "mean": 4, "sd": 4, "greedy": 4, "pass@4": 4})
+                shown["learning rate"] = shown["learning rate"].map("{:g}".format)
+                print(shown.to_string(index=False), summary.to_string(index=False), sep="\n\n")
             print(f"\na lead is read against {spread.words()} of one run's headline score")
             return
         wanted = [run for run in long_verdicts.next_runs(scan) if run[0] in args.arms]

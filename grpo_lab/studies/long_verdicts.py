@@ -24,7 +24,7 @@ The rows at 60 steps (`by_horizon`'s first table) are notebook 03's, whose famil
 - `table` (adjusted over its rows), `markdown` / `save_markdown`, `figure` (the forest plot),
   `figure_curves`, `by_horizon` (for `analysis.reversals.matrix`), `early_versus_final`."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from grpo_lab.analysis import horizon as trajectories
 from grpo_lab.analysis import multiplicity, plots, power, tuning, verdict_table
 from grpo_lab.analysis.scores import GREEDY, HEADLINE
 from grpo_lab.comparisons import horizon_pilot, paired, scheme_arms, sequential_seeds
+from grpo_lab.comparisons import tuned_table as tuned_rows
 from grpo_lab.comparisons.bed import described
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
@@ -55,6 +56,10 @@ RATE_FACTORS = (1 / 3, 1.0, 3.0)
 """the learning-rate scan at the horizon, as multiples of the shared rate (x1 is the design's own run)"""
 TUNING_SEEDS = (0, 1, 2)
 """the seeds the scan chooses each arm's rate on; the sequential rule's later seeds judge it"""
+FRESH_SEEDS = tuple(s for s in SEEDS if s not in TUNING_SEEDS)
+"""the seeds the tuned-rate table judges every arm on, none a rate was chosen on"""
+TUNED_FAMILY = multiplicity.Family("the rows of the long-horizon tuned-rate table on fresh seeds", "holm")
+"""the tuned-rate table's family and its error-rate control, as at 60 steps (notebook 16)"""
 FAMILY = multiplicity.Family("every row of the long-horizon verdict table", "holm")
 """the table's family and its error-rate control (module doc)"""
 
@@ -107,29 +112,46 @@ def stored_scan(settings: Profile, store: str | Path, seeds: Sequence[int] = TUN
     return paired.run_seeded(held, store, progress=False)
 
 
+def scan_scores(result: SweepResult) -> pd.DataFrame:
+    """One row per run of a scan (`stored_scan`, or any result of `rate_design`'s points): its scores
+    (`paired.scores`) with the point's arm, factor and learning rate."""
+    columns = result.runs[["label", "arm", "factor"]].drop_duplicates("label")
+    rates = {row.label: read_config(row.path)["learning_rate"] for row in result.runs.itertuples()}
+    scored = paired.scores(result, {}).merge(columns, on="label", validate="many_to_one")
+    return scored.assign(**{"learning rate": scored["label"].map(rates)})
+
+
+def paired_seeds(scored: pd.DataFrame) -> dict[str, tuple[int, ...]]:
+    """Arm -> the seeds stored at every rate of it scanned so far (`scan_scores`): the seeds its rates are
+    read on, so that a rate with more seeds is not read against one with fewer."""
+    by_rate = scored.groupby(["arm", "factor"])["seed"].apply(set)
+    return {str(arm): tuple(sorted(set.intersection(*t))) for arm, t in by_rate.groupby(level="arm")}
+
+
 def scan_table(result: SweepResult) -> pd.DataFrame:
     """One row per arm and factor of a scan's runs (`stored_scan`): arm, factor, learning rate, the
-    tuning seeds compared (`seeds`, `n`), the mean headline, its sd over those seeds, and the mean greedy
-    accuracy and pass@4. The seeds are the arm's paired ones, those stored at every rate of it scanned so
-    far, so that a rate with more seeds is not read against one with fewer."""
-    scored = paired.scores(result, {}).merge(
-        result.runs[["label", "arm", "factor"]].drop_duplicates("label"), on="label", validate="many_to_one"
-    )
-    rates = {
-        row.label: read_config(row.path)["learning_rate"]
-        for row in result.runs.drop_duplicates("label").itertuples()
-    }
+    tuning seeds compared (`seeds`, `n`: the arm's `paired_seeds`), the mean headline, its sd over those
+    seeds, and the mean greedy accuracy and pass@4."""
+    return scan_means(scan_scores(result))
+
+
+def scan_means(scored: pd.DataFrame) -> pd.DataFrame:
+    """`scan_table` of a scan's `scan_scores`."""
+    seeds = paired_seeds(scored)
     rows = []
-    for arm, runs in scored.groupby("arm", sort=False):
-        by_factor = runs.groupby("factor")["seed"].apply(set)
-        paired_seeds = tuple(sorted(set.intersection(*by_factor)))
-        for factor, t in runs[runs["seed"].isin(paired_seeds)].groupby("factor"):
-            rows.append(
-                {"arm": arm, "factor": factor, "learning rate": rates[t["label"].iloc[0]],
-                 "seeds": paired_seeds, "n": len(paired_seeds), "mean": t["score"].mean(),
-                 "sd": t["score"].std(ddof=1), "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean()}
-            )  # fmt: skip
-    return pd.DataFrame(rows)
+    for (arm, factor), t in scored.groupby(["arm", "factor"], sort=False):
+        t = t[t["seed"].isin(seeds[arm])]
+        rows.append(
+            {"arm": arm, "factor": factor, "learning rate": t["learning rate"].iloc[0], "seeds": seeds[arm],
+             "n": len(seeds[arm]), "mean": t["score"].mean(), "sd": t["score"].std(ddof=1),
+             "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean()}
+        )  # fmt: skip
+    return pd.DataFrame(rows).sort_values(["arm", "factor"], key=_arm_order, ignore_index=True)
+
+
+def _arm_order(column: pd.Series) -> pd.Series:
+    """Arms in the order of the scheme study, factors as they are."""
+    return scheme_arms.order(column) if column.name == "arm" else column
 
 
 def scan_spread(scan: pd.DataFrame) -> power.Spread:
@@ -174,6 +196,43 @@ def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
         if not done[str(arm)] and more:
             runs += [(str(arm), float(factor), more[0]) for factor in rows["factor"]]
     return runs
+
+
+def fresh_design(settings: Profile, factors: Mapping[str, float]) -> list[Point]:
+    """Every arm of `design` at its tuned factor (`factors`: arm -> factor of its shared rate, the best of
+    a bracketed scan), labelled by the arm, for the `FRESH_SEEDS`: an arm tuned to x1 is the design's own
+    point, so the sequential rule's stored runs on those seeds count. An error names the arms without a
+    factor."""
+    missing = [p.label for p in design(settings) if p.label not in factors]
+    if missing:
+        raise ValueError(f"no tuned factor for {missing}: bracket them first (scripts/long_rate_scan.py)")
+    return [
+        Point(p.columns["arm"], p.columns, p.config)
+        for p in rate_design(settings, sorted(set(factors.values())))
+        if p.columns["factor"] == factors[p.columns["arm"]]
+    ]
+
+
+def tuned_table(scan: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+    """The primary scheme table at the horizon (`comparisons.tuned_table.table`): every scheme row at the
+    shared rate and at each side's tuned rate on the tuning seeds (`scan`: `scan_scores` of the scan, each
+    arm read on its `paired_seeds`), and at the tuned rates on the fresh seeds (`fresh`: `paired.scores` of
+    `fresh_design`'s runs), the fresh rows one family under Holm (`TUNED_FAMILY`), against the margin of
+    grpo's gain at the shared rate on the tuning seeds (`sequential_seeds.margin_of`)."""
+    means = scan_means(scan)
+    rates, closed = tuning.best_rates(means, "arm"), tuning.bracketed(means, "arm")
+    seeds = paired_seeds(scan)
+    kept = scan[[seed in seeds[arm] for arm, seed in zip(scan["arm"], scan["seed"])]]
+    shared = kept[kept["factor"] == 1.0].assign(label=lambda f: f["arm"])
+    own = kept[kept["factor"] == kept["arm"].map(rates)].assign(label=lambda f: f["arm"])
+    margin = sequential_seeds.margin_of(shared[shared["label"] == scheme_arms.REFERENCE])
+    sides = {"shared": shared, "own best": own, "fresh seeds": fresh}
+    return tuned_rows.table(sides, rates, closed, margin, TUNED_FAMILY)
+
+
+def tuned_markdown(rows: pd.DataFrame, settings: Profile) -> str:
+    """`tuned_table` as GitHub markdown (`comparisons.tuned_table.markdown`) at the horizon's steps."""
+    return tuned_rows.markdown(rows, TUNED_FAMILY, f"{settings.steps} steps")
 
 
 def at_rate(config: Config, factor: float) -> float:

@@ -112,3 +112,16 @@ def test_the_next_runs_extend_an_open_bracket_on_seed_0_and_add_seeds_where_a_le
     summary = long_verdicts.scan_summary(scan).set_index("arm")
     assert summary.loc["clear", "settled"] and not summary.loc["close", "settled"]
     assert summary.loc["close", "next"] == "x1/3 seed 1, x1 seed 1, x3 seed 1"
+
+
+def test_the_fresh_design_runs_each_arm_at_its_tuned_factor_and_names_the_untuned():
+    settings = long_verdicts.settings("full", steps=800)
+    own = {p.label: p.config for p in long_verdicts.design(settings)}
+    factors = {arm: 1.0 for arm in own} | {"cispo": 1 / 3, "grpo": 3.0}
+    points = {p.label: p for p in long_verdicts.fresh_design(settings, factors)}
+    assert set(points) == set(own)
+    assert points["scheme_a"].config.key() == own["scheme_a"].key()  # x1: the sequential rule's runs count
+    assert points["cispo"].config.learning_rate == 1e-05 and points["grpo"].config.learning_rate == 9e-05
+    assert not set(long_verdicts.FRESH_SEEDS) & set(long_verdicts.TUNING_SEEDS)
+    with pytest.raises(ValueError, match="no tuned factor for \\['gspo'\\]"):
+        long_verdicts.fresh_design(settings, {k: v for k, v in factors.items() if k != "gspo"})
