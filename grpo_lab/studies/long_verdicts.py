@@ -130,21 +130,22 @@ def paired_seeds(scored: pd.DataFrame) -> dict[str, tuple[int, ...]]:
 
 def scan_table(result: SweepResult) -> pd.DataFrame:
     """One row per arm and factor of a scan's runs (`stored_scan`): arm, factor, learning rate, the
-    tuning seeds compared (`seeds`, `n`: the arm's `paired_seeds`), the mean headline, its sd over those
-    seeds, and the mean greedy accuracy and pass@4."""
+    tuning seeds compared (`seeds`, `n`: the arm's `paired_seeds`), the mean headline, greedy accuracy
+    and pass@4 over them, and the runs stored at the rate with the sd of their headline."""
     return scan_means(scan_scores(result))
 
 
 def scan_means(scored: pd.DataFrame) -> pd.DataFrame:
-    """`scan_table` of a scan's `scan_scores`."""
+    """`scan_table` of a scan's `scan_scores`; `runs` and `sd` are over every run stored at the rate,
+    paired or not: what the seed noise is read from (`scan_spread`)."""
     seeds = paired_seeds(scored)
     rows = []
-    for (arm, factor), t in scored.groupby(["arm", "factor"], sort=False):
-        t = t[t["seed"].isin(seeds[arm])]
+    for (arm, factor), every in scored.groupby(["arm", "factor"], sort=False):
+        t = every[every["seed"].isin(seeds[arm])]
         rows.append(
             {"arm": arm, "factor": factor, "learning rate": t["learning rate"].iloc[0], "seeds": seeds[arm],
-             "n": len(seeds[arm]), "mean": t["score"].mean(), "sd": t["score"].std(ddof=1),
-             "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean()}
+             "n": len(seeds[arm]), "mean": t["score"].mean(), "greedy": t["greedy"].mean(),
+             "pass@4": t["pass@4"].mean(), "runs": len(every), "sd": every["score"].std(ddof=1)}
         )  # fmt: skip
     return pd.DataFrame(rows).sort_values(["arm", "factor"], key=_arm_order, ignore_index=True)
 
@@ -155,9 +156,10 @@ def _arm_order(column: pd.Series) -> pd.Series:
 
 
 def scan_spread(scan: pd.DataFrame) -> power.Spread:
-    """The sd of one run's headline score at the horizon, pooled over the scan's rates that have two seeds
-    or more (`analysis.power.pooled_spread`): what `analysis.tuning.settled` reads a lead against."""
-    return power.pooled_spread(scan["n"], scan["sd"])
+    """The sd of one run's headline score at the horizon, pooled over the scan's rates with two runs or
+    more on the tuning seeds (`analysis.power.pooled_spread`): what `analysis.tuning.settled` reads a
+    lead against."""
+    return power.pooled_spread(scan["runs"], scan["sd"])
 
 
 def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:

@@ -92,7 +92,7 @@ def test_the_scan_so_far_reads_each_arm_on_its_paired_seeds(tmp_path):
 
 def scan_rows(arm: str, means: dict[float, float], seeds: tuple[int, ...]) -> list[dict]:
     return [
-        {"arm": arm, "factor": f, "seeds": seeds, "n": len(seeds), "mean": m, "sd": 0.02}
+        {"arm": arm, "factor": f, "seeds": seeds, "n": len(seeds), "mean": m, "runs": len(seeds), "sd": 0.02}
         for f, m in means.items()
     ]
 
