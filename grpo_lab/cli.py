@@ -95,8 +95,10 @@ def _diff_lines(name: str, against: str) -> list[str]:
 def _plan(args: argparse.Namespace) -> int:
     from grpo_lab.plan import CALIBRATION, calibrate, describe, plan
 
+    if args.model and not args.calibrate:
+        raise SystemExit("--model names the model --calibrate times; give --calibrate with it")
     if args.calibrate:
-        record = calibrate()
+        record = calibrate(model=args.model)
         print(f"calibration written to {CALIBRATION}: {describe(record)}")
         print(json.dumps(record["seconds"], indent=2))
         return 0
@@ -262,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         "--calibrate",
         action="store_true",
         help="time a few steps and evaluations of the study base on one thread and write the calibration",
+    )
+    pl.add_argument(
+        "--model",
+        default=None,
+        help="with --calibrate: time the pretrained bed of this model (smollm2-135m), kept beside the base",
     )
     pl.set_defaults(fn=_plan)
     f = sub.add_parser(

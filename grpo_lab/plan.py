@@ -13,7 +13,8 @@ store already holds finished and current, and the core-hours of the rest.
   task file) has another key, so it does not count. `from_empty` ignores the store.
 - Cost of a run still to train, on one core: setup + steps x seconds per step + evaluations x seconds
   per evaluation, from the committed calibration (`CALIBRATION`, written by `calibrate`: the study
-  base timed on one torch thread on this kind of machine). A configuration whose batch, passes,
+  base timed on one torch thread on this kind of machine; a named pretrained model from its own bed's
+  timing, `calibrate(model=...)`, under `models`). A configuration whose batch, passes,
   completion length or validation prompts differ from the calibrated base is scaled by
   `step_seconds` and `evaluation_seconds`; where another seed of the same configuration is finished
   in the store, its own measured step time (`time/step_s_mean`) is used instead.
@@ -40,6 +41,7 @@ from grpo_lab.analysis.plots import project_root
 from grpo_lab.config import Config
 from grpo_lab.experiments.store import run_dir
 from grpo_lab.experiments.store import state as store_state
+from grpo_lab.models.pretrained import is_pretrained
 from grpo_lab.profiles import PROFILES, Profile
 from grpo_lab.runlog import read_config, read_summary
 from grpo_lab.studies import NOTEBOOKS
@@ -312,6 +314,24 @@ def describe(calibration: dict[str, Any]) -> str:
     )
 
 
+def calibrated(config: Config, calibration: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    """The calibrated config fields and seconds that `config`'s cost is scaled from: the entry of
+    `calibration["models"]` for a named pretrained model (`models.pretrained.PRETRAINED`: a model of
+    another size costs another time a token, which no proportional rule from the embedded model gives;
+    one with no calibration is an error that says how to measure it), else the study base's (the
+    embedded model, or a user's model directory, priced as if it were the embedded model)."""
+    if not is_pretrained(config.model):
+        return calibration["config"], calibration["seconds"]
+    models = calibration.get("models", {})
+    if config.model not in models:
+        calibrated_models = ", ".join(["embedded", *models])
+        raise ValueError(
+            f"no calibration for the model {config.model!r} (calibrated: {calibrated_models}): run "
+            f"`grpo-lab plan --calibrate --model {config.model}` once on this machine"
+        )
+    return models[config.model]["config"], models[config.model]["seconds"]
+
+
 def evaluations(config: Config) -> int:
     """Validation passes of a run: before step 0, before every `eval_every`-th step from
     `eval_start` on, and one after the last update."""
@@ -327,7 +347,7 @@ def step_seconds(config: Config, calibration: dict[str, Any]) -> float:
     Mini-batches only split the updates (their optimizer steps are cheap on the small model);
     resampling tricks (dynamic sampling, dynamic group size) cost more than the rule says, which the
     cost study (08) measures."""
-    base, seconds = calibration["config"], calibration["seconds"]
+    base, seconds = calibrated(config, calibration)
     completions = config.prompts_per_step * config.group_size
     base_completions = base["prompts_per_step"] * base["group_size"]
     tokens = completions * config.max_completion_length / (base_completions * base["max_completion_length"])
@@ -350,11 +370,11 @@ def validation_completions(fields: dict[str, Any]) -> int:
 def evaluation_seconds(config: Config, calibration: dict[str, Any]) -> float:
     """Seconds of one validation pass of `config` on one core: the calibrated pass scaled by the
     completions it decodes (`validation_completions`) times the maximum completion length."""
-    base = calibration["config"]
+    base, seconds = calibrated(config, calibration)
     scale = (validation_completions(config.to_dict()) * config.max_completion_length) / (
         validation_completions(base) * base["max_completion_length"]
     )
-    return calibration["seconds"]["evaluation"] * scale
+    return seconds["evaluation"] * scale
 
 
 def run_seconds(config: Config, calibration: dict[str, Any], measured_step: float | None = None) -> float:
@@ -362,7 +382,7 @@ def run_seconds(config: Config, calibration: dict[str, Any], measured_step: floa
     seed's own mean step time, when given; else `step_seconds`) + evaluations x `evaluation_seconds`."""
     step = measured_step if measured_step is not None else step_seconds(config, calibration)
     return (
-        calibration["seconds"]["setup"]
+        calibrated(config, calibration)[1]["setup"]
         + config.steps * step
         + evaluations(config) * evaluation_seconds(config, calibration)
     )
@@ -395,22 +415,34 @@ def measured_step_seconds(store: Path) -> dict[str, float]:
     return found
 
 
-def calibrate(path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS) -> dict[str, Any]:
-    """Time the study base (`comparisons.bed.base("full")`, its own batch) on one torch thread: the setup of
-    a run (model and task loaded; the embedded model built beforehand, untimed), `steps` training
-    steps (the first, warm-up, left out; each phase as the trainer logs it) and the validation passes
-    at steps 0 and 2 (a step's wall time minus its logged step time). Writes `path` with the date,
-    the machine, the torch threads and what was timed; returns what it wrote."""
+def calibrate(
+    path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS, model: str | None = None
+) -> dict[str, Any]:
+    """Time a base configuration on one torch thread: the setup of a run (model and task loaded; the
+    embedded model built or the pretrained one converted beforehand, untimed), `steps` training steps
+    (the first, warm-up, left out; each phase as the trainer logs it) and the validation passes at steps
+    0 and 2 (a step's wall time minus its logged step time). `model` None times the study base
+    (`comparisons.bed.base("full")`, its own batch) and writes the top of `path`; a pretrained model's
+    name times the pretrained bed (`comparisons.pretrained_bed.base`, under the full profile) and writes
+    it under `models` in `path`, the rest of the file kept. Each record holds the date, the machine, the
+    torch threads and what was timed; returns the record written."""
     import torch
 
-    from grpo_lab.comparisons.bed import base
+    from grpo_lab.comparisons import bed, pretrained_bed
     from grpo_lab.experiments.execution import prebuild
     from grpo_lab.threads import torch_threads
     from grpo_lab.training.trainer import Trainer
 
     if steps < 3:
         raise ValueError(f"the calibration needs at least 3 steps (warm-up, validation at 2), got {steps}")
-    config = base("full").replace(steps=steps, eval_every=2)
+    if model is not None and model != pretrained_bed.MODEL:
+        raise ValueError(f"no bed to calibrate {model!r} on; calibrated models: {pretrained_bed.MODEL!r}")
+    if model is None:
+        base, what = bed.base("full"), "the study base (comparisons.bed.base('full'))"
+    else:
+        base = pretrained_bed.base(pretrained_bed.pilot_settings("full"))
+        what = f"the pretrained bed of {model} (comparisons.pretrained_bed.base, full profile)"
+    config = base.replace(steps=steps, eval_every=2)
     prebuild([config])
     rows, validations = [], []
     with torch_threads(1):
@@ -438,15 +470,24 @@ def calibrate(path: Path = CALIBRATION, steps: int = CALIBRATION_STEPS) -> dict[
         "torch": torch.__version__,
         "torch_threads": 1,
         "timed": (
-            f"the study base (comparisons.bed.base('full')), seed {config.seed}: the setup of a run "
+            f"{what}, seed {config.seed}: the setup of a run "
             f"(model and task loaded), {len(timed)} training steps after one warm-up step (each phase as "
             f"the trainer logs it) and {len(validations)} validation passes of {config.val_size} prompts"
         ),
         "config": {field: getattr(config, field) for field in CALIBRATED_FIELDS},
         "seconds": {"setup": setup, **seconds, "evaluation": sum(validations) / len(validations)},
     }
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps(merged(kept, record, model), indent=2) + "\n")
     return record
+
+
+def merged(kept: dict[str, Any], record: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """The calibration file with `record` written in: the study base's at the top (`model` None), a
+    pretrained model's under `models`; every other record of `kept` stays."""
+    if model is None:
+        return {**record, **({"models": kept["models"]} if "models" in kept else {})}
+    return {**kept, "models": {**kept.get("models", {}), model: record}}
 
 
 def _cpu_name() -> str:

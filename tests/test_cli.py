@@ -256,6 +256,8 @@ def test_plan_refuses_an_unknown_profile_or_notebook(capsys):
     assert main(["plan", "--profile", "smoke", "--only", "99"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("grpo-lab: error: no notebook matches ['99']; valid: 01_baseline")
+    with pytest.raises(SystemExit, match="give --calibrate with it"):
+        main(["plan", "--model", "smollm2-135m"])
 
 
 def test_figures_without_training_refuses_a_store_that_lacks_runs(capsys, tmp_path, monkeypatch):

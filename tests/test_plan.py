@@ -8,6 +8,7 @@ import math
 import pytest
 
 from grpo_lab import plan
+from grpo_lab.comparisons import pretrained_bed
 from grpo_lab.comparisons.bed import base
 from grpo_lab.experiments import store
 from grpo_lab.experiments.store import ensure, run_dir
@@ -177,6 +178,9 @@ def test_the_committed_calibration_was_measured_on_the_study_base():
     assert committed["config"] == {f: getattr(current, f) for f in plan.CALIBRATED_FIELDS}
     assert committed["torch_threads"] == 1 and committed["machine"]["cores"] >= 1
     assert all(v > 0 for v in committed["seconds"].values())
+    bed = pretrained_bed.base(pretrained_bed.pilot_settings("full"))
+    for name, entry in committed.get("models", {}).items():  # a pretrained model: timed on its bed
+        assert name == bed.model and entry["config"] == {f: getattr(bed, f) for f in plan.CALIBRATED_FIELDS}
 
 
 def test_progress_reports_each_run_that_ends_with_the_time_left(tmp_path):
@@ -241,3 +245,18 @@ def test_the_full_profile_stores_in_the_repository_and_an_environment_variable_m
     assert PROFILES["smoke"].runs_dir() == project_root() / "runs" / "smoke"
     monkeypatch.setenv(STORE_ENV, str(tmp_path / "fresh"))
     assert PROFILES["full"].runs_dir() == PROFILES["smoke"].runs_dir() == tmp_path / "fresh"
+
+
+def test_a_pretrained_model_is_priced_from_its_own_calibration_or_not_at_all():
+    bed = pretrained_bed.base(pretrained_bed.pilot_settings("full"))
+    with pytest.raises(ValueError, match="grpo-lab plan --calibrate --model smollm2-135m"):
+        plan.step_seconds(bed, CALIBRATION)
+    fields = {f: getattr(bed, f) for f in plan.CALIBRATED_FIELDS}
+    seconds = {"setup": 9.0, "step": 45.0, "sample": 11.0, "logprob": 8.0, "train": 26.0, "evaluation": 90.0}
+    priced = plan.merged(CALIBRATION, {"config": fields, "seconds": seconds}, "smollm2-135m")
+    assert plan.step_seconds(bed, priced) == pytest.approx(45.0)
+    assert plan.evaluation_seconds(bed, priced) == pytest.approx(90.0)
+    assert plan.step_seconds(bed.replace(group_size=16), priced) == pytest.approx(90.0)
+    assert plan.step_seconds(base("full"), priced) == plan.step_seconds(base("full"), CALIBRATION)
+    again = plan.merged(priced, {**CALIBRATION, "date": "later"}, None)  # the base again: the model stays
+    assert again["date"] == "later" and again["models"] == priced["models"]
