@@ -79,9 +79,10 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
 """the compared rows (row, kind, treatment, control), keyed as the base's tables key theirs (row and kind:
 `analysis.reversals.KEYS`): a scheme's rows as in the tuned scheme table (notebook 16), a trick's as in
 its tuned trick table"""
-RATES = pretrained_bed.PILOT_RATES
-"""the scan's learning rates: the pilot's, around the rate it found best for grpo; an arm whose best is at
-an end is scanned one step of 3 further (`tuned_rates`' 'next')"""
+RATES = pretrained_bed.PILOT_RATES[:3]
+"""the scan's learning rates, 1e-6, 3e-6 and 1e-5: the pilot's rates around its best at four mini-batches
+(3e-6 scored above 1e-5 on seed 0; `docs/studies.md`); an arm whose best is at an end is scanned one step
+of 3 further (`tuned_rates`' 'next rate')"""
 TUNING_SEEDS = (0, 1)
 """the seeds each arm's rate is chosen on"""
 FRESH_SEEDS = (2, 3, 4)

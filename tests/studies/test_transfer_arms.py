@@ -46,30 +46,30 @@ def test_grpos_scan_on_seed_0_is_the_pilots_runs_and_only_the_rate_varies():
         for p in pretrained_bed.pilot_design(pretrained_bed.pilot_settings("full"))
     }
     grpo = {p.config.replace(seed=0).key() for p in scan if p.columns["arm"] == "grpo"}
-    assert grpo == pilot
+    assert grpo <= pilot and len(grpo) == len(transfer.RATES)
     assert {p.columns["arm"] for p in scan} == set(transfer.TUNED)
     for arm in transfer.TUNED:
         configs = [p.config.to_dict() for p in scan if p.columns["arm"] == arm]
         assert len(configs) == len(transfer.RATES)
         assert set().union(*(changed(c, configs[0]) for c in configs)) == {"learning_rate"}
-    extended = transfer.scan_design(FULL, {"cispo": 1e-6})
-    assert len(extended) == len(scan) + 1 and "cispo, lr 1e-06" in {p.label for p in extended}
+    extended = transfer.scan_design(FULL, {"cispo": 3.33333e-7})
+    assert len(extended) == len(scan) + 1 and "cispo, lr 3.33333e-07" in {p.label for p in extended}
     assert transfer.settings("full").seeds == transfer.TUNING_SEEDS
     assert not set(transfer.fresh_seeds(FULL)) & set(transfer.TUNING_SEEDS)
 
 
 def test_tuned_rates_bracket_and_name_the_next_rate():
     scan = pd.DataFrame(
-        [("grpo", 3e-6, 0.25), ("grpo", 1e-5, 0.47), ("grpo", 3e-5, 0.19),
-         ("cispo", 3e-6, 0.40), ("cispo", 1e-5, 0.30), ("cispo", 3e-5, 0.01)],
+        [("grpo", 1e-6, 0.25), ("grpo", 3e-6, 0.47), ("grpo", 1e-5, 0.19),
+         ("cispo", 1e-6, 0.40), ("cispo", 3e-6, 0.30), ("cispo", 1e-5, 0.01)],
         columns=["arm", "learning_rate", "mean"],
     )  # fmt: skip
     scan["factor"] = [transfer.factor(lr) for lr in scan["learning_rate"]]
     tuned = transfer.tuned_rates(scan).set_index("arm")
-    assert tuned.loc["grpo", "best rate"] == 1e-5 and tuned.loc["grpo", "bracketed"]
+    assert tuned.loc["grpo", "best rate"] == 3e-6 and tuned.loc["grpo", "bracketed"]
     assert tuned.loc["grpo", "next rate"] is None or math.isnan(tuned.loc["grpo", "next rate"])
-    assert tuned.loc["cispo", "best rate"] == 3e-6 and not tuned.loc["cispo", "bracketed"]
-    assert tuned.loc["cispo", "next rate"] == 1e-6
+    assert tuned.loc["cispo", "best rate"] == 1e-6 and not tuned.loc["cispo", "bracketed"]
+    assert tuned.loc["cispo", "next rate"] == 3.33333e-7
 
 
 def test_the_verdict_design_runs_tricks_at_grpos_rate_and_needs_every_tuned_rate():
