@@ -24,21 +24,6 @@ from grpo_lab.comparisons import transfer_arms as transfer
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.store import is_current, run_dir
-from grpo_lab.profiles import Profile
-
-
-def stored_scan(settings: Profile, store: str) -> pd.DataFrame | None:
-    """The scan's stored runs (any rate of `scan_design` or beyond it, on the tuning seeds) as `scan_table`;
-    None when none is stored."""
-    reach = {arm: [transfer.rate(3.0**k) for k in range(-3, 3)] for arm in transfer.TUNED}
-    points = [
-        p for arm, lrs in reach.items() for lr in lrs for p in transfer.scan_design(settings, {arm: lr})
-    ]
-    seeded = list(
-        {(p.label, s): (p, p.config.replace(seed=s)) for p in points for s in settings.seeds}.values()
-    )
-    held = [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
-    return transfer.scan_table(paired.run_seeded(held, store, progress=False)) if held else None
 
 
 def train(seeded: list[tuple[Point, Config]], store: str, workers: int) -> None:
@@ -65,7 +50,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--arms {unknown}: not arms of the study, which has {list(transfer.ARMS)}")
     settings = transfer.settings("full")
-    scan = stored_scan(settings, args.store)
+    held = transfer.stored_scan(settings, args.store)
+    scan = transfer.scan_table(held) if len(held.runs) else None
     tuned = (
         transfer.tuned_rates(scan)
         if scan is not None

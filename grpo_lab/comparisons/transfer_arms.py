@@ -12,8 +12,9 @@ vanishes, settled, open).
 - `settings` / `scan_design`: the learning-rate scan of every arm whose change is to the objective
   (`TUNED`) at each of `RATES` on the tuning seeds; grpo's runs on seed 0 are the bed's pilot's, the same
   configurations;
-- `scan_table` / `tuned_rates`: the scan's mean scores, and each tuned arm's best rate with whether it is
-  bracketed (`analysis.tuning`); a trick runs at grpo's tuned rate, as the base's tuned tricks do;
+- `stored_scan` / `scan_table` / `tuned_rates`: the scan so far, its mean scores, and each tuned arm's
+  best rate with whether it is bracketed (`analysis.tuning`); a trick runs at grpo's tuned rate, as the
+  base's tuned tricks do;
 - `fresh_seeds` / `verdict_design`: every arm at its tuned rate, on seeds no rate was chosen on, the
   sequential rule's first look (`FRESH_SEEDS`);
 - `table`: the rows whose arms are stored, one family under Holm (`FAMILY`);
@@ -24,6 +25,7 @@ Every run of the study is a run of the bed's configuration with one thing change
 studies that ask for the same configuration are shared through the store, the pilot's included."""
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -34,6 +36,7 @@ from grpo_lab.comparisons.point_sets import for_profile
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.presets import PRESETS, TRICKS
 from grpo_lab.profiles import Budget, Profile
 
@@ -139,6 +142,21 @@ def scan_design(settings: Profile, extra: Mapping[str, float] | None = None) -> 
             columns = {"arm": arm, "learning_rate": lr, "factor": factor(lr)}
             points.append(Point(f"{arm}, lr {lr:g}", columns, arm_config(settings, arm, lr)))
     return points
+
+
+SCAN_REACH = range(-3, 3)
+"""the powers of 3 times the middle rate a stored scan is looked for at (1/27 to 9 times 3e-6): `RATES`
+and every extension"""
+
+
+def stored_scan(settings: Profile, store: str | Path) -> SweepResult:
+    """The scan's runs on the profile's seeds that `store` holds current (every tuned arm at every rate of
+    `SCAN_REACH`), loaded, nothing trained: the scan so far, which `scan_table` reads."""
+    extra = [{arm: rate(tuning.STEP**k) for arm in TUNED} for k in SCAN_REACH]
+    points = {p.label: p for more in extra for p in scan_design(settings, more)}.values()
+    seeded = [(p, p.config.replace(seed=s)) for p in points for s in settings.seeds]
+    held = [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
+    return paired.run_seeded(held, store, progress=False)
 
 
 def scan_table(result: SweepResult) -> pd.DataFrame:
