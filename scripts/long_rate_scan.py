@@ -1,7 +1,6 @@
 """Train (or load) the learning-rate scan at the long horizon (`grpo_lab.studies.long_verdicts.rate_design`
-over `TUNING_SEEDS`), a piece at a time: every arm at x1/3, x1 and x3 of the shared rate costs about 24
-core-hours (54 runs of 800 steps beside the stored shared-rate runs), more than one sitting, and every
-finished run stays in the store.
+over `TUNING_SEEDS`), a piece at a time: an 800-step run costs about 18 core-minutes, the scan some dozens of
+them, more than one sitting, and every finished run stays in the store.
 
 - `--status` trains nothing: it prints the scan so far (`long_verdicts.scan_table`, `scan_summary`:
   each arm's best rate, whether it is bracketed, the factor it needs next).
@@ -24,7 +23,8 @@ from fractions import Fraction
 
 import pandas as pd
 
-from grpo_lab.comparisons import paired
+from grpo_lab import plan
+from grpo_lab.analysis import tuning
 from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.studies import long_verdicts
 
@@ -41,7 +41,7 @@ def main() -> None:
     chosen.add_argument(
         "--factors",
         nargs="*",
-        default=[str(Fraction(f).limit_denominator(9)) for f in long_verdicts.RATE_FACTORS],
+        default=[str(Fraction(f).limit_denominator(9)) for f in long_verdicts.SCAN_START],
     )
     parser.add_argument("--seeds", nargs="*", type=int, default=list(long_verdicts.TUNING_SEEDS))
     parser.add_argument("--workers", type=int, default=2)
@@ -68,18 +68,23 @@ def main() -> None:
         wanted = [
             (arm, float(Fraction(f)), seed) for seed in args.seeds for arm in args.arms for f in args.factors
         ]
-    factors = sorted({f for _, f, _ in wanted})
-    design = {
-        (p.columns["arm"], p.columns["factor"]): p for p in long_verdicts.rate_design(settings, factors)
-    }
     order = {arm: i for i, arm in enumerate(args.arms)}
     wanted.sort(key=lambda run: (run[2], order[run[0]], run[1]))
-    seeded = [(design[arm, f], design[arm, f].config.replace(seed=seed)) for arm, f, seed in wanted]
-    pending = [(p, c) for p, c in seeded if not is_current(run_dir(c, args.store))]
-    print(f"{len(seeded)} runs of {settings.steps} steps, {len(pending)} to train:", flush=True)
-    for point, config in pending:
-        print(f"  {point.label}, seed {config.seed} (lr {config.learning_rate:g})", flush=True)
-    paired.run_seeded(seeded, args.store, workers=args.workers, progress=True)
+    design = long_verdicts.rate_design(settings, sorted({f for _, f, _ in wanted}))
+    configs = {(p.columns["arm"], p.columns["factor"]): p.config for p in design}
+    pending = [
+        (a, f, s) for a, f, s in wanted if not is_current(run_dir(configs[a, f].replace(seed=s), args.store))
+    ]
+    calibration = plan.load_calibration()
+    hours = sum(plan.run_seconds(configs[a, f].replace(seed=s), calibration) for a, f, s in pending) / 3600
+    print(
+        f"{len(wanted)} runs of {settings.steps} steps, {len(pending)} to train ({hours:.1f} core-hours):",
+        flush=True,
+    )
+    for arm, factor, seed in pending:
+        rate = configs[arm, factor].learning_rate
+        print(f"  {arm}, lr {tuning.factor_name(factor)}, seed {seed} (lr {rate:g})", flush=True)
+    long_verdicts.train_scan(settings, wanted, args.store, workers=args.workers, progress=True)
 
 
 if __name__ == "__main__":

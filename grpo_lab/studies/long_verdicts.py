@@ -16,14 +16,17 @@ The rows at 60 steps (`by_horizon`'s first table) are notebook 03's, whose famil
 
 - `settings` / `design` / `runs` / `run`: the profile of the stored pilot's horizon, the scheme
   study's design there, its runs under the sequential rule;
-- `RATE_FACTORS` / `rate_design`: the learning-rate scan at the horizon (every arm at x1/3 and x3 of the
-  shared rate, on `TUNING_SEEDS`), which a tuned-rate table at the long horizon needs: the rate the
-  60-step scan tuned (notebook 16, x1/3 for 8 of 9 schemes) is not the long horizon's (grpo scored 0.38
-  there at x1/3 against 0.48 at x1, seeds 0-1), so the horizon tunes its own; `scripts/long_rate_scan.py`
-  trains it a piece at a time;
+- `rate_design` / `run_scan` / `scan_table` / `next_runs`: the learning-rate scan at the horizon, which a
+  tuned-rate table at the long horizon needs: the rate the 60-step scan tuned (notebook 16, x1/3 for 8 of
+  9 schemes) is not the long horizon's (grpo scored 0.38 there at x1/3 against 0.48 at x1, seeds 0-1), so
+  the horizon tunes its own, by one rule for every arm (`next_runs`), from `SCAN_START`;
+  `scripts/long_rate_scan.py` trains it a piece at a time;
+- `fresh_design` / `run_tuned` / `tuned_table`: every arm at its tuned rate on `FRESH_SEEDS`, the primary
+  scheme table at the horizon;
 - `table` (adjusted over its rows), `markdown` / `save_markdown`, `figure` (the forest plot),
   `figure_curves`, `by_horizon` (for `analysis.reversals.matrix`), `early_versus_final`."""
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -52,12 +55,17 @@ EVAL_EVERY = 25
 late"""
 CURVES = (HEADLINE.metric, GREEDY.metric, "val/pass@4", "entropy", "kl/exact", "completions/mean_length")
 """the curves drawn per scheme"""
-RATE_FACTORS = (1 / 3, 1.0, 3.0)
-"""the learning-rate scan at the horizon, as multiples of the shared rate (x1 is the design's own run)"""
+SCAN_START = (1 / 3, 1.0)
+"""where every arm's learning-rate scan at the horizon starts, as multiples of the shared rate, on the first
+tuning seed: the rate the 60-step scan tuned for 8 of 9 schemes (x1/3, notebook 16) and the shared rate
+(x1, the design's own runs); `next_runs` extends it"""
 TUNING_SEEDS = (0, 1, 2)
 """the seeds the scan chooses each arm's rate on; the sequential rule's later seeds judge it"""
 FRESH_SEEDS = tuple(s for s in SEEDS if s not in TUNING_SEEDS)
 """the seeds the tuned-rate table judges every arm on, none a rate was chosen on"""
+SMOKE_ROUNDS = 1
+"""under a profile other than the full one, the scan's rounds: a few steps' scores are noise, on which
+the rule would extend a scan without end"""
 TUNED_FAMILY = multiplicity.Family("the rows of the long-horizon tuned-rate table on fresh seeds", "holm")
 """the tuned-rate table's family and its error-rate control, as at 60 steps (notebook 16)"""
 FAMILY = multiplicity.Family("every row of the long-horizon verdict table", "holm")
@@ -83,11 +91,11 @@ def design(settings: Profile) -> list[Point]:
     return [monitored(p) for p in scheme_arms.design(settings)]
 
 
-def rate_design(settings: Profile, factors: Sequence[float] = RATE_FACTORS) -> list[Point]:
+def rate_design(settings: Profile, factors: Sequence[float] = SCAN_START) -> list[Point]:
     """Every arm of `design` at each of `factors` of its own rate (to 6 significant digits, as the
     60-step scan writes them: a third of 3e-05 is 1e-05), labelled by arm, with columns `arm` and
-    `factor`; at factor 1 the point is the design's own. A factor beyond `RATE_FACTORS` extends the
-    scan where an arm's best rate lies at its edge (`bracketed`)."""
+    `factor`; at factor 1 the point is the design's own. A factor beyond `SCAN_START` extends the
+    scan where an arm's best rate lies at its edge (`analysis.tuning.extension`)."""
     return [
         Point(
             f"{p.label}, lr {tuning.factor_name(factor)}",
@@ -100,16 +108,22 @@ def rate_design(settings: Profile, factors: Sequence[float] = RATE_FACTORS) -> l
 
 
 SCAN_REACH = range(-4, 3)
-"""the powers of 3 a stored scan is looked for at (x1/81 to x9): `RATE_FACTORS` and every extension"""
+"""the powers of 3 a stored scan is looked for at (x1/81 to x9): `SCAN_START` and every extension the rule
+may ask for (`next_runs` names one beyond it as an error)"""
 
 
 def stored_scan(settings: Profile, store: str | Path, seeds: Sequence[int] = TUNING_SEEDS) -> SweepResult:
     """The scan's runs on `seeds` that `store` holds current (`rate_design` at every factor of `SCAN_REACH`),
     loaded, nothing trained: the scan so far, which `scan_table` reads."""
+    return paired.run_seeded(held_scan(settings, store, seeds), store, progress=False)
+
+
+def held_scan(settings: Profile, store: str | Path, seeds: Sequence[int]) -> list[tuple[Point, Config]]:
+    """The scan's (point, seeded config) runs on `seeds` that `store` holds current, at every factor of
+    `SCAN_REACH`."""
     factors = [tuning.STEP**k for k in SCAN_REACH]
     seeded = [(p, p.config.replace(seed=s)) for p in rate_design(settings, factors) for s in seeds]
-    held = [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
-    return paired.run_seeded(held, store, progress=False)
+    return [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
 
 
 def scan_scores(result: SweepResult) -> pd.DataFrame:
@@ -179,25 +193,101 @@ def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "best", "seeds", "bracketed", "settled", "next"])
 
 
-def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
+def next_runs(scan: pd.DataFrame, seeds: Sequence[int] = TUNING_SEEDS) -> list[tuple[str, float, int]]:
     """The (arm, factor, seed) runs the scan needs next, by one rule for every arm: an arm whose best rate
     is not bracketed takes the next factor (`analysis.tuning.extension`) on the first tuning seed (the
     arm's rates are then read on the seeds they share, `scan_table`); one bracketed but
-    not settled (`analysis.tuning.settled`: its lead within the seed noise) takes the next seed of
-    `TUNING_SEEDS` at every rate it has scanned; a settled arm, or one with every tuning seed, takes
-    nothing."""
+    not settled (`analysis.tuning.settled`: its lead within the seed noise) takes the next tuning seed
+    (`seeds`) at every rate it has scanned; a settled arm, or one with every tuning seed, takes
+    nothing. An extension beyond `SCAN_REACH` is an error: the store would not be searched for it."""
     after, done = tuning.extension(scan, "arm"), tuning.settled(scan, "arm", scan_spread(scan).sd)
+    reach = [tuning.STEP**k for k in SCAN_REACH]
     runs: list[tuple[str, float, int]] = []
     for arm, rows in scan.groupby("arm", sort=False):
-        seeds = rows["seeds"].iloc[0]
+        paired = rows["seeds"].iloc[0]
         extension = after[str(arm)]
         if extension is not None:
-            runs.append((str(arm), extension, TUNING_SEEDS[0]))
+            if not any(abs(extension / f - 1) < 1e-9 for f in reach):
+                raise ValueError(
+                    f"{arm}'s best rate lies at the scan's edge and the next factor, "
+                    f"{tuning.factor_name(extension)}, is beyond SCAN_REACH (powers {SCAN_REACH.start} to "
+                    f"{SCAN_REACH.stop - 1} of {tuning.STEP}): widen it to go on"
+                )
+            runs.append((str(arm), extension, seeds[0]))
             continue
-        more = [s for s in TUNING_SEEDS if s not in seeds]
+        more = [s for s in seeds if s not in paired]
         if not done[str(arm)] and more:
             runs += [(str(arm), float(factor), more[0]) for factor in rows["factor"]]
     return runs
+
+
+def tuning_seeds(settings: Profile) -> tuple[int, ...]:
+    """The scan's seeds: `TUNING_SEEDS` under the full profile, the profile's own otherwise."""
+    return TUNING_SEEDS if settings.name == "full" else tuple(settings.seeds)
+
+
+def fresh_seeds(settings: Profile) -> tuple[int, ...]:
+    """The tuned-rate table's seeds: `FRESH_SEEDS` under the full profile; otherwise one seed after the
+    profile's own, so that no run a rate was chosen on is judged again."""
+    return FRESH_SEEDS if settings.name == "full" else (max(settings.seeds) + 1,)
+
+
+def train_scan(
+    settings: Profile, wanted: Sequence[tuple[str, float, int]], root: str | Path, **options: Any
+) -> SweepResult:
+    """Train (or load) the scan's (arm, factor, seed) runs `wanted` (`next_runs`) into `root`; `options` as
+    for `experiments.execute`."""
+    design = {
+        (p.columns["arm"], p.columns["factor"]): p for p in rate_design(settings, [f for _, f, _ in wanted])
+    }
+    return paired.run_seeded(
+        [(design[a, f], design[a, f].config.replace(seed=s)) for a, f, s in wanted], root, **options
+    )
+
+
+def run_scan(settings: Profile, root: str | Path | None = None, **options: Any) -> SweepResult:
+    """Train (or load) the scan by its rule into `root` (default: the profile's store): every arm at
+    `SCAN_START` on the first tuning seed (`tuning_seeds`), then `next_runs` round after round until no arm
+    needs another run (`SMOKE_ROUNDS` rounds under a profile other than the full one); the scan's runs
+    (`stored_scan`). `options` as for `experiments.execute`."""
+    root = settings.runs_dir() if root is None else root
+    seeds = tuning_seeds(settings)
+    wanted = [(p.columns["arm"], p.columns["factor"], seeds[0]) for p in rate_design(settings)]
+    for done in itertools.count(1):
+        train_scan(settings, wanted, root, **options)
+        wanted = next_runs(scan_table(stored_scan(settings, root, seeds)), seeds)
+        if not wanted or (settings.name != "full" and done >= SMOKE_ROUNDS):
+            break
+    return stored_scan(settings, root, seeds)
+
+
+def tuned_factors(scan: pd.DataFrame) -> dict[str, float]:
+    """Arm -> its tuned factor: the best of its scan (`scan_table`) on its paired seeds."""
+    return tuning.best_rates(scan, "arm")
+
+
+def scan_runs(settings: Profile, store: str | Path | None) -> list[Config]:
+    """What `grpo-lab plan` counts for the scan and the tuned-rate table, as far as the rule can see from
+    `store`: its stored runs, the runs it needs next (`next_runs`; more may follow them), and every arm at
+    its best factor so far on `fresh_seeds`; with no store (or none stored), the scan's start on the first
+    tuning seed and every arm's fresh seeds at x1/3 standing in for their cost."""
+    seeds = tuning_seeds(settings)
+    held = held_scan(settings, store, seeds) if store is not None else []
+    if held and store is not None:
+        scan = scan_table(paired.run_seeded(held, store, progress=False))
+        wanted, factors = next_runs(scan, seeds), tuned_factors(scan)
+    else:
+        wanted = [(p.columns["arm"], p.columns["factor"], seeds[0]) for p in rate_design(settings)]
+        factors = {p.label: SCAN_START[0] for p in design(settings)}
+    points = {
+        (p.columns["arm"], p.columns["factor"]): p for p in rate_design(settings, [f for _, f, _ in wanted])
+    }
+    fresh = fresh_design(settings, factors)
+    return (
+        [c for _, c in held]
+        + [points[a, f].config.replace(seed=s) for a, f, s in wanted]
+        + [p.config.replace(seed=s) for p in fresh for s in fresh_seeds(settings)]
+    )
 
 
 def fresh_design(settings: Profile, factors: Mapping[str, float]) -> list[Point]:
@@ -232,6 +322,19 @@ def tuned_table(scan: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
     return tuned_rows.table(sides, rates, closed, margin, TUNED_FAMILY)
 
 
+def run_tuned(
+    settings: Profile, scan: SweepResult, root: str | Path | None = None, **options: Any
+) -> SweepResult:
+    """Train (or load) every arm at its tuned factor (`tuned_factors` of the scan `run_scan` gave) on
+    `fresh_seeds` into `root` (default: the profile's store), labelled by arm; `options` as for
+    `experiments.execute`."""
+    points = fresh_design(settings, tuned_factors(scan_table(scan)))
+    where = settings.runs_dir() if root is None else root
+    return paired.run_seeded(
+        [(p, p.config.replace(seed=s)) for p in points for s in fresh_seeds(settings)], where, **options
+    )
+
+
 def tuned_markdown(rows: pd.DataFrame, settings: Profile) -> str:
     """`tuned_table` as GitHub markdown (`comparisons.tuned_table.markdown`) at the horizon's steps."""
     return tuned_rows.markdown(rows, TUNED_FAMILY, f"{settings.steps} steps")
@@ -253,10 +356,10 @@ def monitored(point: Point) -> Point:
 def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
     """The pilot's runs (`horizon`, so that the plan prices it before the horizon it fixes), then the
     design's under the sequential rule (`sequential_seeds.runs`, against the store `root`; None: an empty
-    one)."""
+    one), then the rate scan and the tuned-rate table as far as the store lets the rule see (`scan_runs`)."""
     pilot = horizon_pilot.pilot_settings(settings.name)
     fixing = [p.config.replace(seed=s) for p in horizon_pilot.pilot_design(pilot) for s in pilot.seeds]
-    return fixing + sequential_seeds.runs(points, settings, root)
+    return fixing + sequential_seeds.runs(points, settings, root) + scan_runs(settings, root)
 
 
 def run(points: Sequence[Point], settings: Profile, **options: Any) -> SweepResult:

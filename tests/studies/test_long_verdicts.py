@@ -1,6 +1,8 @@
 """The long-horizon verdict table (notebook 15) is one family under Holm: null rows that say a direction
 raw do not once adjusted, and its markdown's caption names the family."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -55,9 +57,9 @@ def test_null_rows_that_say_a_direction_raw_do_not_under_holm_and_the_caption_na
 
 def test_the_rate_scan_at_the_horizon_changes_the_rate_alone_and_shares_the_designs_runs():
     settings = long_verdicts.settings("full", steps=800)
-    scan = long_verdicts.rate_design(settings)
+    scan = long_verdicts.rate_design(settings, (1 / 3, 1.0, 3.0))
     own = {p.label: p.config for p in long_verdicts.design(settings)}
-    assert len(scan) == len(own) * len(long_verdicts.RATE_FACTORS)
+    assert len(scan) == len(own) * 3
     for point in scan:
         config = own[point.columns["arm"]]
         changed = {k for k, v in point.config.to_dict().items() if config.to_dict()[k] != v}
@@ -87,7 +89,7 @@ def test_the_scan_so_far_reads_each_arm_on_its_paired_seeds(tmp_path):
     assert not summary.loc["grpo", "bracketed"]
     assert summary.loc["grpo", "next"] == ("x3 seed 0" if own[1.0] > own[1 / 3] else "x1/9 seed 0")
     labels = {p.label for p in points if p.columns["arm"] == "grpo"}
-    assert labels == {"grpo, lr x1/3", "grpo, lr x1", "grpo, lr x3"}
+    assert labels == {"grpo, lr x1/3", "grpo, lr x1"}  # the scan's start
 
 
 def scan_rows(arm: str, means: dict[float, float], seeds: tuple[int, ...]) -> list[dict]:
@@ -125,3 +127,57 @@ def test_the_fresh_design_runs_each_arm_at_its_tuned_factor_and_names_the_untune
     assert not set(long_verdicts.FRESH_SEEDS) & set(long_verdicts.TUNING_SEEDS)
     with pytest.raises(ValueError, match="no tuned factor for \\['gspo'\\]"):
         long_verdicts.fresh_design(settings, {k: v for k, v in factors.items() if k != "gspo"})
+
+
+def test_the_next_runs_name_an_extension_beyond_the_reach_as_an_error():
+    lowest = long_verdicts.tuning.STEP**long_verdicts.SCAN_REACH.start
+    scan = pd.DataFrame(scan_rows("falling", {lowest: 0.40, 3 * lowest: 0.30}, (0,)))
+    with pytest.raises(ValueError, match="falling's best rate lies at the scan's edge.*widen it"):
+        long_verdicts.next_runs(scan)
+
+
+def two_arms(monkeypatch):
+    """The design cut to grpo and scheme_a, so that a smoke scan trains a handful of runs."""
+    design = long_verdicts.design
+    monkeypatch.setattr(
+        long_verdicts,
+        "design",
+        lambda settings: [p for p in design(settings) if p.label in ("grpo", "scheme_a")],
+    )
+
+
+@pytest.mark.slow
+def test_the_scan_and_the_tuned_table_run_by_their_rule_under_the_smoke_profile(monkeypatch, tmp_path):
+    """The scan starts every arm at SCAN_START on the first tuning seed, then takes the runs its rule names
+    (SMOKE_ROUNDS rounds under the smoke profile); the tuned-rate table judges each arm at its best factor on
+    a seed no rate was chosen on, and the plan counts every run the notebook would train, none twice."""
+    two_arms(monkeypatch)
+    settings = long_verdicts.settings("smoke")
+    planned = long_verdicts.scan_runs(settings, None)
+    starting = [(a, f) for a in ("grpo", "scheme_a") for f in long_verdicts.SCAN_START]
+    assert len(planned) == len(starting) + 2 * len(long_verdicts.fresh_seeds(settings))
+    assert long_verdicts.fresh_seeds(settings) == (max(settings.seeds) + 1,)
+    monkeypatch.setattr(long_verdicts, "SMOKE_ROUNDS", 2)
+    scan = long_verdicts.run_scan(settings, tmp_path, workers=1)
+    table = long_verdicts.scan_table(scan)
+    assert {(a, f) for a, f in zip(table["arm"], table["factor"])} >= set(starting)
+    assert len(table) > len(starting)  # the second round extended or added a seed
+    assert set(scan.runs["seed"]) <= set(long_verdicts.tuning_seeds(settings))
+    factors = long_verdicts.tuned_factors(table)
+    fresh = long_verdicts.run_tuned(settings, scan, tmp_path, workers=1)
+    assert set(fresh.runs["seed"]) == set(long_verdicts.fresh_seeds(settings))
+    rows = long_verdicts.tuned_table(long_verdicts.scan_scores(scan), long_verdicts.paired.scores(fresh, {}))
+    assert list(rows["row"]) == ["scheme_a"]
+    for arm, factor in factors.items():
+        rate = {
+            p.columns["factor"]: p.config.learning_rate for p in long_verdicts.rate_design(settings, [factor])
+        }
+        assert (
+            fresh.runs[fresh.runs["label"] == arm]["path"]
+            .map(lambda path: long_verdicts.read_config(path)["learning_rate"])
+            .eq(rate[factor])
+            .all()
+        )
+    counted = {run_dir(c, tmp_path) for c in long_verdicts.scan_runs(settings, tmp_path)}
+    trained = {Path(p).resolve() for p in [*scan.runs["path"], *fresh.runs["path"]]}
+    assert trained <= {p.resolve() for p in counted}
