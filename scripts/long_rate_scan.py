@@ -62,6 +62,16 @@ def main() -> None:
                 shown["learning rate"] = shown["learning rate"].map("{:g}".format)
                 print(shown.to_string(index=False), summary.to_string(index=False), sep="\n\n")
             print(f"\na lead is read against {spread.words()} of one run's headline score")
+            left = [
+                c
+                for c in long_verdicts.scan_runs(settings, args.store)
+                if not is_current(run_dir(c, args.store))
+            ]
+            hours = sum(plan.run_seconds(c, plan.load_calibration()) for c in left) / 3600
+            print(
+                f"as the rule sees it now, the scan and the tuned table have {len(left)} runs to train, "
+                f"{hours:.1f} core-hours (more where a scan extends or a bracket takes another seed)"
+            )
             return
         wanted = [run for run in long_verdicts.next_runs(scan) if run[0] in args.arms]
     else:

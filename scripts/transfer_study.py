@@ -19,17 +19,22 @@ import argparse
 
 import pandas as pd
 
+from grpo_lab import plan
 from grpo_lab.comparisons import paired
 from grpo_lab.comparisons import transfer_arms as transfer
 from grpo_lab.config import Config
 from grpo_lab.experiments.designs import Point
 from grpo_lab.experiments.store import is_current, run_dir
+from grpo_lab.studies import transfer as transfer_study
 
 
 def train(seeded: list[tuple[Point, Config]], store: str, workers: int) -> None:
     """Print the plan of `seeded`, then train (or load) it."""
     pending = [(p, c) for p, c in seeded if not is_current(run_dir(c, store))]
-    print(f"{len(seeded)} runs of {seeded[0][1].steps} steps, {len(pending)} to train:", flush=True)
+    hours = sum(plan.run_seconds(c, plan.load_calibration()) for _, c in pending) / 3600
+    print(
+        f"{len(seeded)} runs of {seeded[0][1].steps} steps, {len(pending)} to train ({hours:.1f} core-hours):"
+    )
     for point, config in pending:
         print(f"  {point.label}, seed {config.seed}", flush=True)
     paired.run_seeded(seeded, store, workers=workers, progress=True)
@@ -50,8 +55,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--arms {unknown}: not arms of the study, which has {list(transfer.ARMS)}")
     settings = transfer.settings("full")
-    held = transfer.stored_scan(settings, args.store)
-    scan = transfer.scan_table(held) if len(held.runs) else None
+    held = transfer.held_scan(settings, args.store)
+    scan = transfer.scan_table(transfer.stored_scan(settings, args.store)) if held else None
     tuned = (
         transfer.tuned_rates(scan)
         if scan is not None
@@ -63,6 +68,13 @@ def main() -> None:
             return
         with pd.option_context("display.width", 200, "display.max_rows", None):
             print(scan.round(4).to_string(index=False), tuned.to_string(index=False), sep="\n\n")
+        runs = {run_dir(c, args.store): c for c in transfer_study.transfer_runs(settings, args.store)}
+        pending = [c for where, c in runs.items() if not is_current(where)]
+        hours = sum(plan.run_seconds(c, plan.load_calibration()) for c in pending) / 3600
+        print(
+            f"\nas the scan's rule sees it now, the study has {len(runs)} runs, {len(pending)} to train: "
+            f"{hours:.1f} core-hours (more where a scan extends)"
+        )
         return
     if args.scan:
         after = dict(zip(tuned["arm"], tuned["next rate"]))

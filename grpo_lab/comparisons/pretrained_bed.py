@@ -55,11 +55,11 @@ at 4 samples a prompt it costs twice the greedy pass, not four times"""
 PILOT = Budget(seeds=(0,), steps=30, eval_every=10, val_size=96)
 """the costed pilot: 30 steps, validated before the first update and every 10 steps on 96 prompts (48 of
 them sampled 4 times)"""
-PILOT_RATES = (1e-6, 3e-6, 1e-5, 3e-5)
+PILOT_RATES = (1e-6, 3e-6, 1e-5)
 """the pilot's learning rates for full fine-tuning of a 135M model: at two mini-batches a step, the first
 pilot's scan from 1e-6 to 3e-5 (`docs/studies.md`) put the best at 1e-5, bracketed by 3e-6 and 3e-5 on one
-seed; four mini-batches take four updates a batch, and their pilot scores 3e-6 above 1e-5, so the scan
-reaches down to 1e-6 again to bracket it (a best rate at either end extends the scan)"""
+seed; four mini-batches take four updates a batch, and their pilot scores 3e-6 above both 1e-5 and 1e-6,
+which bracket it (the transfer study's scan extends a best rate found at either end)"""
 
 
 def base(settings: Profile, name: str = "grpo", **changes: Any) -> Config:

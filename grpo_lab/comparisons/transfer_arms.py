@@ -82,10 +82,10 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
 """the compared rows (row, kind, treatment, control), keyed as the base's tables key theirs (row and kind:
 `analysis.reversals.KEYS`): a scheme's rows as in the tuned scheme table (notebook 16), a trick's as in
 its tuned trick table"""
-RATES = pretrained_bed.PILOT_RATES[:3]
-"""the scan's learning rates, 1e-6, 3e-6 and 1e-5: the pilot's rates around its best at four mini-batches
-(3e-6 scored above 1e-5 on seed 0; `docs/studies.md`); an arm whose best is at an end is scanned one step
-of 3 further (`tuned_rates`' 'next rate')"""
+RATES = pretrained_bed.PILOT_RATES
+"""the scan's learning rates, 1e-6, 3e-6 and 1e-5: the pilot's, around its best at four mini-batches
+(3e-6 scored above 1e-6 and 1e-5 on seed 0; `docs/studies.md`); an arm whose best is at an end is scanned
+one step of 3 further (`tuned_rates`' 'next rate')"""
 TUNING_SEEDS = (0, 1)
 """the seeds each arm's rate is chosen on"""
 FRESH_SEEDS = (2, 3, 4)
@@ -150,13 +150,21 @@ and every extension"""
 
 
 def stored_scan(settings: Profile, store: str | Path) -> SweepResult:
-    """The scan's runs on the profile's seeds that `store` holds current (every tuned arm at every rate of
-    `SCAN_REACH`), loaded, nothing trained: the scan so far, which `scan_table` reads."""
+    """The scan's runs on the profile's seeds that `store` holds current (`held_scan`), loaded, nothing
+    trained: the scan so far, which `scan_table` reads. An error where it holds none."""
+    held = held_scan(settings, store)
+    if not held:
+        raise ValueError(f"no run of the transfer study's scan is stored in {store}")
+    return paired.run_seeded(held, store, progress=False)
+
+
+def held_scan(settings: Profile, store: str | Path) -> list[tuple[Point, Config]]:
+    """The scan's (point, seeded config) runs on the profile's seeds that `store` holds current: every
+    tuned arm at every rate of `SCAN_REACH`."""
     extra = [{arm: rate(tuning.STEP**k) for arm in TUNED} for k in SCAN_REACH]
     points = {p.label: p for more in extra for p in scan_design(settings, more)}.values()
     seeded = [(p, p.config.replace(seed=s)) for p in points for s in settings.seeds]
-    held = [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
-    return paired.run_seeded(held, store, progress=False)
+    return [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
 
 
 def scan_table(result: SweepResult) -> pd.DataFrame:

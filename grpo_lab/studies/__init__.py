@@ -27,6 +27,7 @@ NOTEBOOKS: dict[str, tuple[str, ...]] = {
     "15_long_verdicts": ("long_verdicts", "schemes"),
     "16_scheme_sensitivity": ("scheme_sensitivity",),
     "17_fault_robustness": ("fault_robustness",),
+    "18_transfer": ("transfer",),
 }
 """notebook (its file's stem) -> the modules whose designs its runs come from, its own study first: a
 study module of this package, or a design of `grpo_lab.comparisons` a notebook runs itself (02's

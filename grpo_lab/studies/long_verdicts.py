@@ -267,10 +267,11 @@ def tuned_factors(scan: pd.DataFrame) -> dict[str, float]:
 
 
 def scan_runs(settings: Profile, store: str | Path | None) -> list[Config]:
-    """What `grpo-lab plan` counts for the scan and the tuned-rate table, as far as the rule can see from
+    """The runs of the scan and of the tuned-rate table, as far as the rule can see from
     `store`: its stored runs, the runs it needs next (`next_runs`; more may follow them), and every arm at
     its best factor so far on `fresh_seeds`; with no store (or none stored), the scan's start on the first
-    tuning seed and every arm's fresh seeds at x1/3 standing in for their cost."""
+    tuning seed and every arm's fresh seeds at x1/3 standing in for their cost. What
+    `scripts/long_rate_scan.py --status` prices; `grpo-lab plan` counts the runs of notebook 15's cells."""
     seeds = tuning_seeds(settings)
     held = held_scan(settings, store, seeds) if store is not None else []
     if held and store is not None:
@@ -356,10 +357,10 @@ def monitored(point: Point) -> Point:
 def runs(points: Sequence[Point], settings: Profile, root: str | Path | None = None) -> list[Config]:
     """The pilot's runs (`horizon`, so that the plan prices it before the horizon it fixes), then the
     design's under the sequential rule (`sequential_seeds.runs`, against the store `root`; None: an empty
-    one), then the rate scan and the tuned-rate table as far as the store lets the rule see (`scan_runs`)."""
+    one)."""
     pilot = horizon_pilot.pilot_settings(settings.name)
     fixing = [p.config.replace(seed=s) for p in horizon_pilot.pilot_design(pilot) for s in pilot.seeds]
-    return fixing + sequential_seeds.runs(points, settings, root) + scan_runs(settings, root)
+    return fixing + sequential_seeds.runs(points, settings, root)
 
 
 def run(points: Sequence[Point], settings: Profile, **options: Any) -> SweepResult:

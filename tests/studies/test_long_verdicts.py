@@ -150,7 +150,7 @@ def two_arms(monkeypatch):
 def test_the_scan_and_the_tuned_table_run_by_their_rule_under_the_smoke_profile(monkeypatch, tmp_path):
     """The scan starts every arm at SCAN_START on the first tuning seed, then takes the runs its rule names
     (SMOKE_ROUNDS rounds under the smoke profile); the tuned-rate table judges each arm at its best factor on
-    a seed no rate was chosen on, and the plan counts every run the notebook would train, none twice."""
+    a seed no rate was chosen on, and `scan_runs`, which the script prices, names every run trained."""
     two_arms(monkeypatch)
     settings = long_verdicts.settings("smoke")
     planned = long_verdicts.scan_runs(settings, None)

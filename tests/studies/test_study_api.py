@@ -26,6 +26,7 @@ from grpo_lab.studies import (
     long_verdicts,
     schemes,
     sensitivity,
+    transfer,
     verdicts,
     your_task,
 )
@@ -43,6 +44,7 @@ STUDIES = (
     verdicts,
     your_task,
     long_verdicts,
+    transfer,
 )
 SEVERAL_DESIGNS = (claims, verdicts)
 """the studies of several designs, each on its own profile (`profiles`, derived from the study's
