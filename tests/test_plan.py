@@ -33,11 +33,17 @@ CALIBRATION = {
     "seconds": {"setup": 2.0, "step": 2.0, "sample": 0.5, "logprob": 0.3, "train": 1.0, "evaluation": 4.0},
 }
 """a made-up calibration: the tests check the arithmetic, not the machine"""
+WITH_PRETRAINED = plan.merged(
+    CALIBRATION,
+    {"config": CALIBRATION["config"], "seconds": {**CALIBRATION["seconds"], "step": 30.0}},
+    "smollm2-135m",
+)
+"""the made-up calibration with one of the pretrained bed (notebook 18's pilot runs on it)"""
 
 
 @pytest.fixture(scope="module")
 def smoke():
-    return plan.plan("smoke", from_empty=True, calibration=CALIBRATION)
+    return plan.plan("smoke", from_empty=True, calibration=WITH_PRETRAINED)
 
 
 def test_every_notebook_and_the_total_have_the_four_counts(smoke):
