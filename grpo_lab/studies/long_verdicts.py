@@ -306,12 +306,13 @@ def fresh_design(settings: Profile, factors: Mapping[str, float]) -> list[Point]
     ]
 
 
-def tuned_table(scan: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+def tuned_table(scan_result: SweepResult, fresh_result: SweepResult) -> pd.DataFrame:
     """The primary scheme table at the horizon (`comparisons.tuned_table.table`): every scheme row at the
-    shared rate and at each side's tuned rate on the tuning seeds (`scan`: `scan_scores` of the scan, each
-    arm read on its `paired_seeds`), and at the tuned rates on the fresh seeds (`fresh`: `paired.scores` of
-    `fresh_design`'s runs), the fresh rows one family under Holm (`TUNED_FAMILY`), against the margin of
-    grpo's gain at the shared rate on the tuning seeds (`sequential_seeds.margin_of`)."""
+    shared rate and at each side's tuned rate on the tuning seeds (`scan_result`: the scan's runs, each
+    arm read on its `paired_seeds`), and at the tuned rates on the fresh seeds (`fresh_result`: the runs of
+    `fresh_design`, `run_tuned`), the fresh rows one family under Holm (`TUNED_FAMILY`), against the margin
+    of grpo's gain at the shared rate on the tuning seeds (`sequential_seeds.margin_of`)."""
+    scan, fresh = scan_scores(scan_result), paired.scores(fresh_result, {})
     means = scan_means(scan)
     rates, closed = tuning.best_rates(means, "arm"), tuning.bracketed(means, "arm")
     seeds = paired_seeds(scan)

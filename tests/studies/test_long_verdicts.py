@@ -166,7 +166,7 @@ def test_the_scan_and_the_tuned_table_run_by_their_rule_under_the_smoke_profile(
     factors = long_verdicts.tuned_factors(table)
     fresh = long_verdicts.run_tuned(settings, scan, tmp_path, workers=1)
     assert set(fresh.runs["seed"]) == set(long_verdicts.fresh_seeds(settings))
-    rows = long_verdicts.tuned_table(long_verdicts.scan_scores(scan), long_verdicts.paired.scores(fresh, {}))
+    rows = long_verdicts.tuned_table(scan, fresh)
     assert list(rows["row"]) == ["scheme_a"]
     for arm, factor in factors.items():
         rate = {
