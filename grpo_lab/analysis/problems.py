@@ -9,7 +9,8 @@ from the reference method's own runs, whether the bed has the problem.
 - `sparse_signal`: most groups give one reward to all early in training;
 - `inconsistency`: the sampler is not the trained policy (the log-probability gap between them).
 
-Each returns a `Presence`. Reads run logs only (one row per run and step, with `seed`)."""
+Each returns a `Presence`; `present` runs them all on one bed's runs. Reads run logs only (one row per
+run and step, with `seed`, and `label` for `present`)."""
 
 import math
 from dataclasses import dataclass
@@ -128,3 +129,15 @@ def inconsistency(runs: pd.DataFrame) -> Presence:
 def table(checks: list[Presence]) -> pd.DataFrame:
     """The checks as rows."""
     return pd.DataFrame([vars(c) for c in checks])
+
+
+def present(runs: pd.DataFrame, reference: str, length_pair: tuple[str, str] | None = None) -> pd.DataFrame:
+    """Whether a bed has each problem (`table`), from its runs (`label` names the arm): the sparse signal
+    and the inconsistency from `reference`'s runs, and first, where both arms of `length_pair`
+    (the per-sequence arm, dr_grpo's) have runs, the length bias between them."""
+    own = runs[runs["label"] == reference]
+    checks = [sparse_signal(own), inconsistency(own)]
+    if length_pair is not None and set(length_pair) <= set(runs["label"]):
+        per_sequence, dr_grpo = (runs[runs["label"] == label] for label in length_pair)
+        checks.insert(0, length_bias(per_sequence, dr_grpo, length_pair[0]))
+    return table(checks)

@@ -109,14 +109,7 @@ def problems_present(result: SweepResult) -> pd.DataFrame:
     runs (and, for the length bias dr_grpo targets, dr_grpo's against its matched comparator's, which
     differ in the normalizations alone): a row whose problem is absent measures the scheme's cost
     without its benefit."""
-    metrics = result.metrics
-    grpo = metrics[metrics["label"] == REFERENCE]
-    checks = [problems.sparse_signal(grpo), problems.inconsistency(grpo)]
-    comparator = matched_comparator("dr_grpo")
-    if {"dr_grpo", comparator} <= set(metrics["label"]):
-        per_sequence, dr_grpo = (metrics[metrics["label"] == label] for label in (comparator, "dr_grpo"))
-        checks.insert(0, problems.length_bias(per_sequence, dr_grpo, comparator))
-    return problems.table(checks)
+    return problems.present(result.metrics, REFERENCE, (matched_comparator("dr_grpo"), "dr_grpo"))
 
 
 def figure_efficiency(result: SweepResult, settings: Profile) -> plt.Figure:

@@ -8,6 +8,10 @@ and verdict design are `comparisons.transfer_arms`.
   rate bracketed, and what a step costs in each phase;
 - `pilot_table` (`pretrained_bed.pilot_table`), `conditions` (the start and gain conditions the bed must
   meet, read from its own runs), `figure` (the pilot's validation curves and answer length per rate);
+- `problems_present` (`analysis.problems` on the bed: the Dr. GRPO length bias between grpo_no_kl and
+  dr_grpo, a sparse signal, a sampler that is not the trained policy) and `published_effects` (three
+  effects the papers report, each with its paired interval, one family under Holm: `PUBLISHED_FAMILY`),
+  read from the study's verdict runs;
 - `transfer_runs`: the whole transfer study as far as the store lets its scan's rule see, which
   `scripts/transfer_study.py --status` prices before it is run.
 
@@ -20,7 +24,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import plots
+from grpo_lab.analysis import multiplicity, plots, problems
+from grpo_lab.analysis.power import ALPHA, paired
+from grpo_lab.analysis.scores import HEADLINE, final_entropy
 from grpo_lab.comparisons import pretrained_bed, transfer_arms
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
@@ -115,3 +121,71 @@ def transfer_runs(settings: Profile, store: str | Path | None) -> list[Config]:
     return [p.config.replace(seed=s) for p in scan for s in settings.seeds] + [
         p.config.replace(seed=s) for p in verdicts for s in transfer_arms.fresh_seeds(settings)
     ]
+
+
+def problems_present(result: SweepResult) -> pd.DataFrame:
+    """Whether the bed has the problems the schemes target (`analysis.problems.present`): a sparse signal
+    and a sampler that is not the trained policy in grpo's runs, and the Dr. GRPO length bias between
+    grpo_no_kl's runs and dr_grpo's, which differ in the normalizations alone."""
+    return problems.present(result.metrics, transfer_arms.REFERENCE, ("grpo_no_kl", "dr_grpo"))
+
+
+PUBLISHED_FAMILY = multiplicity.Family("the published effects read on the pretrained bed", "holm")
+"""the published effects are one family under Holm: each is read as a claim that the bed reproduces"""
+REPRODUCES, OPPOSITE, OPEN = "reproduces", "opposite", "undecided"
+"""a published effect's word: its interval lies on the paper's side of 0, on the other side, or holds 0"""
+
+
+def _per_seed(result: SweepResult, label: str, measure: Any) -> pd.Series:
+    runs = result.metrics[result.metrics["label"] == label]
+    return pd.Series({int(seed): measure(run) for seed, run in runs.groupby("seed")}, dtype=float)
+
+
+def published_effects(result: SweepResult) -> pd.DataFrame:
+    """Three effects the papers behind the arms report (`docs/sources.md`), each read on the bed as a
+    paired difference over seeds with its 95% interval and its interval at its Holm level over the three
+    (`PUBLISHED_FAMILY`), in the direction the paper reports (a positive effect reproduces it):
+    - DAPO (2503.14476): clip-higher keeps the policy's entropy above the symmetric clip's (the final
+      entropy, `analysis.scores.final_entropy`, of clip_higher minus grpo's);
+    - Dr. GRPO (2503.20783): under the per-sequence mean the incorrect answers grow longer than under
+      its own aggregation (late incorrect-answer length of grpo_no_kl minus dr_grpo's, one start);
+    - GSPO (2507.18071): the sequence-level ratio trains better than the token ratio (the headline of gspo
+      minus grpo's).
+    A row whose arms `result` lacks is left out."""
+    measures = (
+        ("DAPO", "2503.14476", "clip-higher keeps the entropy above the symmetric clip's",
+         "final entropy (nats)", "clip_higher", "grpo", final_entropy),
+        ("Dr. GRPO", "2503.20783", "incorrect answers grow longer under the per-sequence mean than its own",
+         "late incorrect-answer length (tokens)", "grpo_no_kl", "dr_grpo",
+         lambda run: float(problems.late(run, problems.INCORRECT_LENGTH).iloc[0])),
+        ("GSPO", "2507.18071", "the sequence-level ratio trains better than the token ratio",
+         "headline score", "gspo", "grpo", HEADLINE.of),
+    )  # fmt: skip
+    labels = set(result.metrics["label"])
+    rows = []
+    for paper, arxiv, claim, measure, treatment, control, of in measures:
+        if not {treatment, control} <= labels:
+            continue
+        effect = paired(_per_seed(result, treatment, of), _per_seed(result, control, of))
+        rows.append(
+            {"paper": paper, "arxiv": arxiv, "claim": claim, "measure": measure, "treatment": treatment,
+             "control": control, "effect": effect.effect, "ci_low": effect.low, "ci_high": effect.high,
+             "n": effect.n, "confidence": 1 - ALPHA, "df": effect.n - 1}
+        )  # fmt: skip
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise ValueError(f"no published effect has both its arms in the result, which holds {sorted(labels)}")
+    wide = multiplicity.intervals(
+        table["effect"], table["ci_low"], table["ci_high"], table["confidence"], table["df"], PUBLISHED_FAMILY
+    )
+    table = pd.concat([table, wide[["adjusted ci_low", "adjusted ci_high"]]], axis=1)
+    table["word"] = [_direction(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"])]
+    table["adjusted word"] = [
+        _direction(lo, hi) for lo, hi in zip(table["adjusted ci_low"], table["adjusted ci_high"])
+    ]
+    return table
+
+
+def _direction(low: float, high: float) -> str:
+    """`REPRODUCES` when the interval lies above 0, `OPPOSITE` below it, `OPEN` otherwise."""
+    return REPRODUCES if low > 0 else OPPOSITE if high < 0 else OPEN
