@@ -1,18 +1,20 @@
 """Train (or load) the transfer study on the pretrained bed (`grpo_lab.comparisons.transfer_arms`) a piece
-at a time: a run of SmolLM2-135M costs about half an hour on one core, so the study takes many sittings,
+at a time: a run of SmolLM2-135M costs about 23 minutes on one core, so the study takes many sittings,
 and every finished run stays in the store.
 
-- `--status` trains nothing: it prints the scan so far (`scan_table`) and each tuned arm's best rate,
-  whether it is bracketed and the rate it needs next (`tuned_rates`).
-- `--scan` trains the rate scan (`scan_design`) of `--arms` on `--seeds` (default: the tuning seeds), at
-  the scan's rates and at each arm's next rate where its best is not bracketed yet.
-- `--verdicts` trains every arm at its tuned rate on the fresh seeds (`verdict_design`), once every tuned
-  arm's best rate is bracketed (an error names those that are not), and prints the bed's verdict table.
+- `--status` trains nothing: it prints the scan so far (`scan_table`), each tuned arm's best rate, whether
+  it is bracketed and settled and the runs it needs next (`tuned_rates`), and the core-hours of what the
+  scan's rule sees still to train (`grpo_lab.studies.transfer.transfer_runs`).
+- `--scan` trains the runs the scan needs next for `--arms` (`scan_runs`: every tuned arm at the scan's
+  rates on seed 0, then, by the lab's one rule, the next rate where a best is at an end and seed 1 where a
+  bracket is not settled).
+- `--verdicts` trains every arm at its tuned rate on the fresh seeds (`verdict_design`), once no tuned arm
+  needs another scan run (an error names those that do), and prints the bed's verdict table.
 
 The plan is printed before anything trains; runs already stored are loaded.
 
     python scripts/transfer_study.py (--status | --scan | --verdicts) [--arms grpo cispo ...]
-        [--seeds 0 1] [--workers 2] [--store results]
+        [--workers 2] [--store results]
 """
 
 import argparse
@@ -29,12 +31,10 @@ from grpo_lab.studies import transfer as transfer_study
 
 
 def train(seeded: list[tuple[Point, Config]], store: str, workers: int) -> None:
-    """Print the plan of `seeded`, then train (or load) it."""
+    """Print the plan of `seeded` with its core-hours, then train (or load) it."""
     pending = [(p, c) for p, c in seeded if not is_current(run_dir(c, store))]
     hours = sum(plan.run_seconds(c, plan.load_calibration()) for _, c in pending) / 3600
-    print(
-        f"{len(seeded)} runs of {seeded[0][1].steps} steps, {len(pending)} to train ({hours:.1f} core-hours):"
-    )
+    print(f"{len(seeded)} runs, {len(pending)} to train ({hours:.1f} core-hours):", flush=True)
     for point, config in pending:
         print(f"  {point.label}, seed {config.seed}", flush=True)
     paired.run_seeded(seeded, store, workers=workers, progress=True)
@@ -47,7 +47,6 @@ def main() -> None:
     stage.add_argument("--scan", action="store_true")
     stage.add_argument("--verdicts", action="store_true")
     parser.add_argument("--arms", nargs="*", default=list(transfer.ARMS))
-    parser.add_argument("--seeds", nargs="*", type=int, default=None)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--store", default="results")
     args = parser.parse_args()
@@ -57,40 +56,42 @@ def main() -> None:
     settings = transfer.settings("full")
     held = transfer.held_scan(settings, args.store)
     scan = transfer.scan_table(transfer.stored_scan(settings, args.store)) if held else None
-    tuned = (
-        transfer.tuned_rates(scan)
-        if scan is not None
-        else pd.DataFrame(columns=["arm", "best rate", "bracketed", "next rate"])
-    )
     if args.status:
-        if scan is None:
+        if scan is not None:
+            with pd.option_context("display.width", 200, "display.max_rows", None):
+                shown = scan.round({"factor": 4, "mean": 4, "greedy": 4, "pass@4": 4, "sd": 4})
+                print(
+                    shown.to_string(index=False),
+                    transfer.tuned_rates(scan).to_string(index=False),
+                    sep="\n\n",
+                )
+            print(
+                f"\na lead is read against {transfer.scan_spread(scan).words()} of one run's headline score"
+            )
+        else:
             print("no run of the scan is stored")
-            return
-        with pd.option_context("display.width", 200, "display.max_rows", None):
-            print(scan.round(4).to_string(index=False), tuned.to_string(index=False), sep="\n\n")
         runs = {run_dir(c, args.store): c for c in transfer_study.transfer_runs(settings, args.store)}
         pending = [c for where, c in runs.items() if not is_current(where)]
         hours = sum(plan.run_seconds(c, plan.load_calibration()) for c in pending) / 3600
         print(
-            f"\nas the scan's rule sees it now, the study has {len(runs)} runs, {len(pending)} to train: "
-            f"{hours:.1f} core-hours (more where a scan extends)"
+            f"as the scan's rule sees it now, the study has {len(runs)} runs, {len(pending)} to train: "
+            f"{hours:.1f} core-hours (more where a scan extends or a bracket takes another seed)"
         )
         return
     if args.scan:
-        after = dict(zip(tuned["arm"], tuned["next rate"]))
-        beyond = {arm: float(lr) for arm, lr in after.items() if pd.notna(lr)}
-        seeds = args.seeds if args.seeds is not None else list(transfer.TUNING_SEEDS)
-        points = [p for p in transfer.scan_design(settings, beyond) if p.columns["arm"] in args.arms]
-        train([(p, p.config.replace(seed=s)) for s in seeds for p in points], args.store, args.workers)
+        wanted = [run for run in transfer.scan_runs(settings, scan) if run[0] in args.arms]
+        train(transfer.scan_points(settings, wanted), args.store, args.workers)
         return
-    open_arms = list(tuned.loc[~tuned["bracketed"].astype(bool), "arm"])
+    if scan is None:
+        raise SystemExit("no run of the scan is stored; run --scan first")
+    tuned = transfer.tuned_rates(scan)
     missing = sorted(set(transfer.TUNED) - set(tuned["arm"]))
+    open_arms = list(tuned.loc[tuned["next"] != "", "arm"])
     if open_arms or missing:
-        raise SystemExit(f"not bracketed yet: {open_arms + missing}; run --scan first")
+        raise SystemExit(f"the scan is not done for {open_arms + missing}; run --scan first")
     best = dict(zip(tuned["arm"], tuned["best rate"]))
     points = [p for p in transfer.verdict_design(settings, best) if p.label in args.arms]
-    seeds = args.seeds if args.seeds is not None else list(transfer.fresh_seeds(settings))
-    seeded = [(p, p.config.replace(seed=s)) for s in seeds for p in points]
+    seeded = [(p, p.config.replace(seed=s)) for s in transfer.fresh_seeds(settings) for p in points]
     train(seeded, args.store, args.workers)
     result = paired.run_seeded(seeded, args.store, progress=False)
     with pd.option_context("display.width", 200, "display.max_columns", 30):

@@ -4,9 +4,17 @@ extended until the score falls on both sides.
 
 Every function reads a table of scan means with one row per arm and factor (the multiple of the arm's
 own rate): the arm's column (named by the caller), `factor` and `mean` (the mean score over the tuning
-seeds; NaN where no run finished, and then left out). Reads numbers only."""
+seeds; NaN where no run finished, and then left out); `scan_means` makes it from one row per run. Reads
+numbers only.
+
+One rule runs every scan of the lab (`next_runs`): a best rate at an end of the scan takes the rate a
+`STEP` beyond that end, on the first tuning seed; an arm's rates are read on the seeds stored at all of
+them (`paired_seeds`); a bracketed best that does not lead its neighbours beyond the seed noise
+(`settled`) takes the next tuning seed at every rate it has scanned; after the last tuning seed the
+best mean is the rate."""
 
 import math
+from collections.abc import Collection, Sequence
 
 import pandas as pd
 
@@ -73,6 +81,64 @@ def settled(means: pd.DataFrame, by: str, sd: float, gap_sds: float = SETTLED_GA
         lead = m[best] - max(neighbours)
         found[arm] = bool(lead >= gap_sds * sd * math.sqrt(2 / n))
     return found
+
+
+def paired_seeds(scored: pd.DataFrame, by: str) -> dict[str, tuple[int, ...]]:
+    """Arm -> the seeds stored at every rate of it scanned so far (`scored`: one row per run, with the
+    arm's column, `factor` and `seed`): the seeds its rates are read on, so that a rate with more seeds
+    is not read against one with fewer."""
+    by_rate = scored.groupby([by, "factor"])["seed"].apply(set)
+    return {str(arm): tuple(sorted(set.intersection(*t))) for arm, t in by_rate.groupby(level=by)}
+
+
+def scan_means(scored: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The scan means of one row per run (`scored`: the arm's column, `factor`, `learning rate`, `seed`,
+    `score`, `greedy`, `pass@4`): per arm and factor (arms in order of appearance, factors ascending) the
+    arm's `paired_seeds` (`seeds`, `n`) and the mean score, greedy accuracy and pass@4 over them, and the
+    runs stored at the rate with the sd of their score, paired or not: what the seed noise is read from."""
+    seeds = paired_seeds(scored, by)
+    rows = []
+    for (arm, factor), every in scored.sort_values("factor", kind="stable").groupby(
+        [by, "factor"], sort=False
+    ):
+        t = every[every["seed"].isin(seeds[str(arm)])]
+        rows.append(
+            {by: arm, "factor": factor, "learning rate": t["learning rate"].iloc[0], "seeds": seeds[str(arm)],
+             "n": len(seeds[str(arm)]), "mean": t["score"].mean(), "greedy": t["greedy"].mean(),
+             "pass@4": t["pass@4"].mean(), "runs": len(every), "sd": every["score"].std(ddof=1)}
+        )  # fmt: skip
+    order = {arm: i for i, arm in enumerate(dict.fromkeys(scored[by]))}
+    return pd.DataFrame(rows).sort_values(
+        [by, "factor"], key=lambda c: c.map(order) if c.name == by else c, ignore_index=True
+    )
+
+
+def next_runs(
+    means: pd.DataFrame, by: str, sd: float, seeds: Sequence[int], reach: Collection[float]
+) -> list[tuple[str, float, int]]:
+    """The (arm, factor, seed) runs a scan needs next, by the one rule (module doc) over `means`
+    (`scan_means`, each arm read on its paired seeds, column `seeds`): an arm whose best rate is not
+    bracketed takes the next factor (`extension`) on the first of `seeds`; one bracketed but not settled
+    against `sd` (`settled`) takes the next of `seeds` at every rate it has scanned; a settled arm, or
+    one with every tuning seed, takes nothing. An extension outside `reach` (the factors a stored scan is
+    looked for at) is an error."""
+    after, done = extension(means, by), settled(means, by, sd)
+    runs: list[tuple[str, float, int]] = []
+    for arm, rows in means.groupby(by, sort=False):
+        further = after[str(arm)]
+        if further is not None:
+            if not any(math.isclose(further, f, rel_tol=1e-9) for f in reach):
+                raise ValueError(
+                    f"{arm}'s best rate lies at the scan's edge and the next factor, {factor_name(further)}, "
+                    f"is beyond the scan's reach ({factor_name(min(reach))} to {factor_name(max(reach))}): "
+                    "widen it to go on"
+                )
+            runs.append((str(arm), further, seeds[0]))
+            continue
+        more = [s for s in seeds if s not in rows["seeds"].iloc[0]]
+        if not done[str(arm)] and more:
+            runs += [(str(arm), float(factor), more[0]) for factor in rows["factor"]]
+    return runs
 
 
 def factor_name(factor: float) -> str:

@@ -12,9 +12,10 @@ vanishes, settled, open).
 - `settings` / `scan_design`: the learning-rate scan of every arm whose change is to the objective
   (`TUNED`) at each of `RATES` on the tuning seeds; grpo's runs on seed 0 are the bed's pilot's, the same
   configurations;
-- `stored_scan` / `scan_table` / `tuned_rates`: the scan so far, its mean scores, and each tuned arm's
-  best rate with whether it is bracketed (`analysis.tuning`); a trick runs at grpo's tuned rate, as the
-  base's tuned tricks do;
+- `stored_scan` / `scan_table` / `scan_runs` / `tuned_rates`: the scan so far, its mean scores, the runs
+  it needs next by the lab's one scan rule (`analysis.tuning.next_runs`, as at the long horizon), and each
+  tuned arm's best rate with whether it is bracketed and settled; a trick runs at grpo's tuned rate, as
+  the base's tuned tricks do;
 - `fresh_seeds` / `verdict_design`: every arm at its tuned rate, on seeds no rate was chosen on, the
   sequential rule's first look (`FRESH_SEEDS`);
 - `table`: the rows whose arms are stored, one family under Holm (`FAMILY`);
@@ -24,13 +25,13 @@ vanishes, settled, open).
 Every run of the study is a run of the bed's configuration with one thing changed, so the runs of two
 studies that ask for the same configuration are shared through the store, the pilot's included."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from grpo_lab.analysis import multiplicity, reversals, tuning, verdict_table
+from grpo_lab.analysis import multiplicity, power, reversals, tuning, verdict_table
 from grpo_lab.comparisons import paired, pretrained_bed
 from grpo_lab.comparisons.point_sets import for_profile
 from grpo_lab.config import Config
@@ -87,7 +88,8 @@ RATES = pretrained_bed.PILOT_RATES
 (3e-6 scored above 1e-6 and 1e-5 on seed 0; `docs/studies.md`); an arm whose best is at an end is scanned
 one step of 3 further (`tuned_rates`' 'next rate')"""
 TUNING_SEEDS = (0, 1)
-"""the seeds each arm's rate is chosen on"""
+"""the seeds each arm's rate is chosen on, by the lab's one rule (`next_runs`): seed 0 first, seed 1 at
+every rate of an arm whose bracket is not settled; after seed 1 the best mean is the rate"""
 FRESH_SEEDS = (2, 3, 4)
 """the seeds every row is judged on, none of them a tuning seed: the sequential rule's first look"""
 STUDY = Budget(
@@ -144,9 +146,16 @@ def scan_design(settings: Profile, extra: Mapping[str, float] | None = None) -> 
     return points
 
 
-SCAN_REACH = range(-3, 3)
-"""the powers of 3 times the middle rate a stored scan is looked for at (1/27 to 9 times 3e-6): `RATES`
-and every extension"""
+SCAN_REACH = 2
+"""how many steps of 3 a scan may extend beyond either end of `RATES` (`reach`)"""
+
+
+def reach() -> list[float]:
+    """The factors a scan may reach: those of `RATES`, and `SCAN_REACH` steps of 3 below the lowest and
+    above the highest, where the rule extends a best rate found at an end (1.1e-7 to 9e-5)."""
+    low, high = factor(min(RATES)), factor(max(RATES))
+    beyond = [f for k in range(1, SCAN_REACH + 1) for f in (low / tuning.STEP**k, high * tuning.STEP**k)]
+    return sorted({*(factor(lr) for lr in RATES), *beyond})
 
 
 def stored_scan(settings: Profile, store: str | Path) -> SweepResult:
@@ -160,40 +169,82 @@ def stored_scan(settings: Profile, store: str | Path) -> SweepResult:
 
 def held_scan(settings: Profile, store: str | Path) -> list[tuple[Point, Config]]:
     """The scan's (point, seeded config) runs on the profile's seeds that `store` holds current: every
-    tuned arm at every rate of `SCAN_REACH`."""
-    extra = [{arm: rate(tuning.STEP**k) for arm in TUNED} for k in SCAN_REACH]
+    tuned arm at every rate it may reach (`reach`)."""
+    extra = [{arm: rate(f) for arm in TUNED} for f in reach()]
     points = {p.label: p for more in extra for p in scan_design(settings, more)}.values()
     seeded = [(p, p.config.replace(seed=s)) for p in points for s in settings.seeds]
     return [(p, c) for p, c in seeded if is_current(run_dir(c, store))]
 
 
+def scan_scores(result: SweepResult) -> pd.DataFrame:
+    """One row per run of a scan (`stored_scan`): its scores (`paired.scores`) with the point's arm, factor
+    and learning rate."""
+    columns = result.runs[["label", "arm", "learning_rate", "factor"]].drop_duplicates("label")
+    scored = paired.scores(result, {}).merge(columns, on="label", validate="many_to_one")
+    return scored.rename(columns={"learning_rate": "learning rate"})
+
+
 def scan_table(result: SweepResult) -> pd.DataFrame:
-    """Per tuned arm and rate of a scan's runs: the seeds, the mean headline score, greedy accuracy and
-    pass@4 over them, the factor (`factor`)."""
-    scored = paired.scores(result, {}).merge(
-        result.runs[["label", "arm", "learning_rate", "factor"]].drop_duplicates("label"), on="label"
-    )
-    grouped = scored.groupby(["arm", "learning_rate", "factor"], sort=False)
-    table = grouped.agg(
-        seeds=("seed", lambda s: ", ".join(str(x) for x in sorted(s))),
-        mean=("score", "mean"),
-        greedy=("greedy", "mean"),
-        **{"pass@4": ("pass@4", "mean")},
-    )
-    return table.reset_index()
+    """Per tuned arm and rate of a scan's runs (`analysis.tuning.scan_means`): the factor, learning rate,
+    the arm's paired seeds, the mean headline score, greedy accuracy and pass@4 over them, and the runs
+    stored at the rate with the sd of their headline."""
+    return tuning.scan_means(scan_scores(result), "arm")
+
+
+def scan_spread(scan: pd.DataFrame) -> power.Spread:
+    """The sd of one run's headline score on the bed, pooled over the scan's rates with two runs or more
+    (`analysis.power.pooled_spread`): what a lead is read against (`analysis.tuning.settled`)."""
+    return power.pooled_spread(scan["runs"], scan["sd"])
+
+
+def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
+    """The (arm, factor, seed) runs the scan needs next by the lab's one rule (`analysis.tuning.next_runs`:
+    extend a best rate at an end on seed 0, add the next tuning seed where a bracket is not settled against
+    `scan_spread`), within `reach`."""
+    return tuning.next_runs(scan, "arm", scan_spread(scan).sd, TUNING_SEEDS, reach())
+
+
+def scan_runs(settings: Profile, scan: pd.DataFrame | None) -> list[tuple[str, float, int]]:
+    """The runs the scan needs next: every tuned arm of `arms(settings)` that `scan` (`scan_table`; None:
+    nothing stored) lacks at each of `rates(settings)` on the first tuning seed, then `next_runs` for
+    those it holds."""
+    held = set() if scan is None else set(scan["arm"])
+    start = [
+        (arm, factor(lr), settings.seeds[0])
+        for arm in TUNED
+        if arm in arms(settings) and arm not in held
+        for lr in rates(settings)
+    ]
+    return start + ([] if scan is None else next_runs(scan))
+
+
+def scan_points(settings: Profile, wanted: Sequence[tuple[str, float, int]]) -> list[tuple[Point, Config]]:
+    """The (point, seeded config) of each (arm, factor, seed) of `wanted` (`scan_runs`), as `scan_design`
+    labels them."""
+    found = []
+    for arm, f, seed in wanted:
+        lr = rate(f)
+        columns = {"arm": arm, "learning_rate": lr, "factor": factor(lr)}
+        point = Point(f"{arm}, lr {lr:g}", columns, arm_config(settings, arm, lr))
+        found.append((point, point.config.replace(seed=seed)))
+    return found
 
 
 def tuned_rates(scan: pd.DataFrame) -> pd.DataFrame:
-    """Per tuned arm of `scan_table`: its best learning rate, whether it is bracketed (a lower mean on each
-    side) and, where not, the rate the scan needs next (`analysis.tuning`)."""
-    best, closed, after = (
-        tuning.best_rates(scan, "arm"),
-        tuning.bracketed(scan, "arm"),
-        tuning.extension(scan, "arm"),
-    )
-    beyond = {arm: None if f is None else rate(f) for arm, f in after.items()}
-    rows = [(arm, rate(best[arm]), closed[arm], beyond[arm]) for arm in best]
-    return pd.DataFrame(rows, columns=["arm", "best rate", "bracketed", "next rate"])
+    """Per tuned arm of `scan_table`: its best learning rate, its paired seeds, whether the best is
+    bracketed (a lower mean on each side) and settled (`analysis.tuning.settled` against `scan_spread`),
+    and the runs the scan needs next (`next_runs`), empty once the rate is chosen."""
+    best, closed = tuning.best_rates(scan, "arm"), tuning.bracketed(scan, "arm")
+    done = tuning.settled(scan, "arm", scan_spread(scan).sd)
+    wanted: dict[str, list[str]] = {}
+    for arm, f, seed in next_runs(scan):
+        wanted.setdefault(arm, []).append(f"{rate(f):g} seed {seed}")
+    seeds = scan.groupby("arm", sort=False)["n"].min()
+    rows = [
+        (arm, rate(best[arm]), int(seeds[arm]), closed[arm], done[arm], ", ".join(wanted.get(arm, [])))
+        for arm in best
+    ]
+    return pd.DataFrame(rows, columns=["arm", "best rate", "seeds", "bracketed", "settled", "next"])
 
 
 def fresh_seeds(settings: Profile) -> tuple[int, ...]:
@@ -211,7 +262,7 @@ def verdict_design(settings: Profile, best: Mapping[str, float]) -> list[Point]:
     chosen = arms(settings)
     missing = [a for a in TUNED if a in chosen and a not in best]
     if missing:
-        raise ValueError(f"no tuned rate for {missing}: scan them first (scan_design, tuned_rates)")
+        raise ValueError(f"no tuned rate for {missing}: scan them first (scan_runs, tuned_rates)")
     return [
         Point(arm, {"arm": arm}, arm_config(settings, arm, best[arm] if arm in TUNED else best[REFERENCE]))
         for arm in chosen

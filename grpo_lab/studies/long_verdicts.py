@@ -135,33 +135,18 @@ def scan_scores(result: SweepResult) -> pd.DataFrame:
     return scored.assign(**{"learning rate": scored["label"].map(rates)})
 
 
-def paired_seeds(scored: pd.DataFrame) -> dict[str, tuple[int, ...]]:
-    """Arm -> the seeds stored at every rate of it scanned so far (`scan_scores`): the seeds its rates are
-    read on, so that a rate with more seeds is not read against one with fewer."""
-    by_rate = scored.groupby(["arm", "factor"])["seed"].apply(set)
-    return {str(arm): tuple(sorted(set.intersection(*t))) for arm, t in by_rate.groupby(level="arm")}
-
-
 def scan_table(result: SweepResult) -> pd.DataFrame:
     """One row per arm and factor of a scan's runs (`stored_scan`): arm, factor, learning rate, the
-    tuning seeds compared (`seeds`, `n`: the arm's `paired_seeds`), the mean headline, greedy accuracy
-    and pass@4 over them, and the runs stored at the rate with the sd of their headline."""
+    tuning seeds compared (`seeds`, `n`: the arm's paired seeds, `analysis.tuning.paired_seeds`), the mean
+    headline, greedy accuracy and pass@4 over them, and the runs stored at the rate with the sd of their
+    headline."""
     return scan_means(scan_scores(result))
 
 
 def scan_means(scored: pd.DataFrame) -> pd.DataFrame:
-    """`scan_table` of a scan's `scan_scores`; `runs` and `sd` are over every run stored at the rate,
-    paired or not: what the seed noise is read from (`scan_spread`)."""
-    seeds = paired_seeds(scored)
-    rows = []
-    for (arm, factor), every in scored.groupby(["arm", "factor"], sort=False):
-        t = every[every["seed"].isin(seeds[arm])]
-        rows.append(
-            {"arm": arm, "factor": factor, "learning rate": t["learning rate"].iloc[0], "seeds": seeds[arm],
-             "n": len(seeds[arm]), "mean": t["score"].mean(), "greedy": t["greedy"].mean(),
-             "pass@4": t["pass@4"].mean(), "runs": len(every), "sd": every["score"].std(ddof=1)}
-        )  # fmt: skip
-    return pd.DataFrame(rows).sort_values(["arm", "factor"], key=_arm_order, ignore_index=True)
+    """`scan_table` of a scan's `scan_scores` (`analysis.tuning.scan_means`), arms in the scheme study's
+    order."""
+    return tuning.scan_means(scored, "arm").sort_values(["arm", "factor"], key=_arm_order, ignore_index=True)
 
 
 def _arm_order(column: pd.Series) -> pd.Series:
@@ -194,31 +179,10 @@ def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:
 
 
 def next_runs(scan: pd.DataFrame, seeds: Sequence[int] = TUNING_SEEDS) -> list[tuple[str, float, int]]:
-    """The (arm, factor, seed) runs the scan needs next, by one rule for every arm: an arm whose best rate
-    is not bracketed takes the next factor (`analysis.tuning.extension`) on the first tuning seed (the
-    arm's rates are then read on the seeds they share, `scan_table`); one bracketed but
-    not settled (`analysis.tuning.settled`: its lead within the seed noise) takes the next tuning seed
-    (`seeds`) at every rate it has scanned; a settled arm, or one with every tuning seed, takes
-    nothing. An extension beyond `SCAN_REACH` is an error: the store would not be searched for it."""
-    after, done = tuning.extension(scan, "arm"), tuning.settled(scan, "arm", scan_spread(scan).sd)
+    """The (arm, factor, seed) runs the scan needs next (`analysis.tuning.next_runs`, one rule for every
+    arm, against `scan_spread`, on the tuning `seeds`, within `SCAN_REACH`)."""
     reach = [tuning.STEP**k for k in SCAN_REACH]
-    runs: list[tuple[str, float, int]] = []
-    for arm, rows in scan.groupby("arm", sort=False):
-        paired = rows["seeds"].iloc[0]
-        extension = after[str(arm)]
-        if extension is not None:
-            if not any(abs(extension / f - 1) < 1e-9 for f in reach):
-                raise ValueError(
-                    f"{arm}'s best rate lies at the scan's edge and the next factor, "
-                    f"{tuning.factor_name(extension)}, is beyond SCAN_REACH (powers {SCAN_REACH.start} to "
-                    f"{SCAN_REACH.stop - 1} of {tuning.STEP}): widen it to go on"
-                )
-            runs.append((str(arm), extension, seeds[0]))
-            continue
-        more = [s for s in seeds if s not in paired]
-        if not done[str(arm)] and more:
-            runs += [(str(arm), float(factor), more[0]) for factor in rows["factor"]]
-    return runs
+    return tuning.next_runs(scan, "arm", scan_spread(scan).sd, seeds, reach)
 
 
 def tuning_seeds(settings: Profile) -> tuple[int, ...]:
@@ -309,13 +273,13 @@ def fresh_design(settings: Profile, factors: Mapping[str, float]) -> list[Point]
 def tuned_table(scan_result: SweepResult, fresh_result: SweepResult) -> pd.DataFrame:
     """The primary scheme table at the horizon (`comparisons.tuned_table.table`): every scheme row at the
     shared rate and at each side's tuned rate on the tuning seeds (`scan_result`: the scan's runs, each
-    arm read on its `paired_seeds`), and at the tuned rates on the fresh seeds (`fresh_result`: the runs of
+    arm read on its paired seeds), and at the tuned rates on the fresh seeds (`fresh_result`: the runs of
     `fresh_design`, `run_tuned`), the fresh rows one family under Holm (`TUNED_FAMILY`), against the margin
     of grpo's gain at the shared rate on the tuning seeds (`sequential_seeds.margin_of`)."""
     scan, fresh = scan_scores(scan_result), paired.scores(fresh_result, {})
     means = scan_means(scan)
     rates, closed = tuning.best_rates(means, "arm"), tuning.bracketed(means, "arm")
-    seeds = paired_seeds(scan)
+    seeds = tuning.paired_seeds(scan, "arm")
     kept = scan[[seed in seeds[arm] for arm, seed in zip(scan["arm"], scan["seed"])]]
     shared = kept[kept["factor"] == 1.0].assign(label=lambda f: f["arm"])
     own = kept[kept["factor"] == kept["arm"].map(rates)].assign(label=lambda f: f["arm"])

@@ -24,7 +24,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import multiplicity, plots, problems
+from grpo_lab.analysis import multiplicity, plots, problems, tuning
 from grpo_lab.analysis.power import ALPHA, paired
 from grpo_lab.analysis.scores import HEADLINE, final_entropy
 from grpo_lab.comparisons import pretrained_bed, transfer_arms
@@ -104,23 +104,24 @@ def runs(points: Sequence[Point], settings: Profile, store: str | Path | None = 
 
 
 def transfer_runs(settings: Profile, store: str | Path | None) -> list[Config]:
-    """The transfer study's runs as far as its scan's rule sees from `store`: every tuned arm at the scan's
-    rates on the tuning seeds (and at the next rate where its best is not bracketed yet), then every arm at
-    its best rate so far (the middle rate where none is stored) on the fresh seeds; more may follow where
-    a scan extends."""
+    """The transfer study's runs as far as its scan's rule sees from `store`: the scan's stored runs and
+    those it needs next (`transfer_arms.scan_runs`: every tuned arm at the scan's rates on the first tuning
+    seed, then extensions and further seeds by the rule), then every arm at its best rate so far (the
+    middle rate where none is stored) on the fresh seeds; more may follow where a scan extends or a bracket
+    takes another seed."""
+    held = [] if store is None else transfer_arms.held_scan(settings, store)
     best = {arm: transfer_arms.rate(1.0) for arm in transfer_arms.TUNED}
-    beyond: dict[str, float] = {}
-    if store is not None and transfer_arms.held_scan(settings, store):
-        tuned = transfer_arms.tuned_rates(
-            transfer_arms.scan_table(transfer_arms.stored_scan(settings, store))
-        )
-        beyond = {a: float(r) for a, r in zip(tuned["arm"], tuned["next rate"]) if pd.notna(r)}
-        best |= dict(zip(tuned["arm"], tuned["best rate"]))
-    scan = transfer_arms.scan_design(settings, beyond)
+    scan = None
+    if held and store is not None:
+        scan = transfer_arms.scan_table(transfer_arms.stored_scan(settings, store))
+        best |= {arm: transfer_arms.rate(f) for arm, f in tuning.best_rates(scan, "arm").items()}
+    wanted = transfer_arms.scan_points(settings, transfer_arms.scan_runs(settings, scan))
     verdicts = transfer_arms.verdict_design(settings, best)
-    return [p.config.replace(seed=s) for p in scan for s in settings.seeds] + [
-        p.config.replace(seed=s) for p in verdicts for s in transfer_arms.fresh_seeds(settings)
-    ]
+    return (
+        [c for _, c in held]
+        + [c for _, c in wanted]
+        + [p.config.replace(seed=s) for p in verdicts for s in transfer_arms.fresh_seeds(settings)]
+    )
 
 
 def problems_present(result: SweepResult) -> pd.DataFrame:

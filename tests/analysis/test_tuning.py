@@ -61,3 +61,37 @@ def test_a_bracket_is_settled_only_by_a_lead_beyond_the_seed_noise():
     assert tuning.settled(means, "arm", sd=0.01) == {"clear": True, "close": True}
     assert tuning.settled(means, "arm", sd=float("nan")) == {"clear": False, "close": False}
     assert tuning.settled(MEANS.assign(n=1), "arm", sd=0.0)["low edge"] is False  # not bracketed
+
+
+def test_scan_means_read_each_arm_on_the_seeds_stored_at_all_its_rates():
+    """grpo has seeds 0-2 at 3e-5 and seed 0 alone at 1e-5: both rates are read on seed 0, while the sd
+    of 3e-5 comes from all three of its runs (what the seed noise is read from)."""
+    scored = pd.DataFrame(
+        [("grpo", 1.0, 3e-5, s, 0.45 + 0.01 * s, 0.8, 0.85) for s in (0, 1, 2)]
+        + [("grpo", 1 / 3, 1e-5, 0, 0.38, 0.9, 0.82)],
+        columns=["arm", "factor", "learning rate", "seed", "score", "greedy", "pass@4"],
+    )
+    means = tuning.scan_means(scored, "arm")
+    assert list(means["factor"]) == [1 / 3, 1.0] and set(means["seeds"]) == {(0,)}
+    assert list(means["mean"]) == pytest.approx([0.38, 0.45])
+    assert list(means["runs"]) == [1, 3] and means["sd"].iloc[1] == pytest.approx(0.01)
+    assert tuning.paired_seeds(scored, "arm") == {"grpo": (0,)}
+
+
+def test_the_next_runs_extend_on_the_first_seed_add_a_seed_where_unsettled_and_stop_at_the_reach():
+    means = pd.DataFrame(
+        [("edge", f, m, (0,), 1) for f, m in ((1 / 3, 0.40), (1.0, 0.30))]
+        + [("close", f, m, (0,), 1) for f, m in ((1 / 3, 0.47), (1.0, 0.50), (3.0, 0.10))]
+        + [("done", f, m, (0, 1), 2) for f, m in ((1 / 3, 0.47), (1.0, 0.50), (3.0, 0.10))],
+        columns=["arm", "factor", "mean", "seeds", "n"],
+    )
+    reach = [3.0**k for k in range(-2, 2)]
+    runs = tuning.next_runs(means, "arm", 0.02, (0, 1), reach)
+    assert runs == [
+        ("edge", pytest.approx(1 / 9), 0),
+        ("close", 1 / 3, 1),
+        ("close", 1.0, 1),
+        ("close", 3.0, 1),
+    ]
+    with pytest.raises(ValueError, match="edge's best rate lies at the scan's edge.*beyond the scan's reach"):
+        tuning.next_runs(means, "arm", 0.02, (0, 1), [1 / 3, 1.0, 3.0])

@@ -34,13 +34,15 @@ def test_each_condition_fails_on_its_own_defect():
     assert list(lost["holds"]) == [True, True, False, False]
 
 
-def test_the_notebook_plans_the_pilot_and_the_study_is_priced_whole_from_an_empty_store(tmp_path):
+def test_the_notebook_plans_the_pilot_and_the_study_is_priced_from_the_scans_start_in_an_empty_store(
+    tmp_path,
+):
     settings = transfer.settings("full")
     pilot = transfer.runs(transfer.design(settings), settings)
     assert {c.learning_rate for c in pilot} == set(pretrained_bed.PILOT_RATES)
     assert {c.seed for c in pilot} == set(pretrained_bed.PILOT.seeds)
     study = transfer.transfer_runs(settings, tmp_path)
-    scanned = len(transfer_arms.TUNED) * len(transfer_arms.RATES) * len(transfer_arms.TUNING_SEEDS)
+    scanned = len(transfer_arms.TUNED) * len(transfer_arms.RATES)  # the scan's start: seed 0 at every rate
     judged = len(transfer_arms.ARMS) * len(transfer_arms.FRESH_SEEDS)
     assert len({run_dir(c, tmp_path) for c in study}) == len(study) == scanned + judged
     assert {run_dir(c, tmp_path) for c in pilot} <= {run_dir(c, tmp_path) for c in study}  # shared runs

@@ -2,8 +2,6 @@
 bed, keyed as the base's tables key it; grpo's scan shares the pilot's runs; the tuned rates, the verdict
 design and the transfer table read what they are given and say what is missing."""
 
-import math
-
 import pandas as pd
 import pytest
 
@@ -58,18 +56,45 @@ def test_grpos_scan_on_seed_0_is_the_pilots_runs_and_only_the_rate_varies():
     assert not set(transfer.fresh_seeds(FULL)) & set(transfer.TUNING_SEEDS)
 
 
-def test_tuned_rates_bracket_and_name_the_next_rate():
+def scan_rows(arm: str, means: dict[float, float], seeds: tuple[int, ...], sd: float = 0.02) -> list[dict]:
+    """`scan_table` rows of `arm` at each learning rate of `means`, read on `seeds`, each rate's runs with
+    sd `sd`."""
+    return [
+        {"arm": arm, "factor": transfer.factor(lr), "learning rate": lr, "seeds": seeds, "n": len(seeds),
+         "mean": m, "runs": len(seeds), "sd": sd}
+        for lr, m in means.items()
+    ]  # fmt: skip
+
+
+def test_the_scan_follows_the_labs_one_rule_and_names_what_it_needs_next():
+    """grpo bracketed on seeds 0-1 with a wide lead is settled; cispo's best at the lowest rate extends
+    down on seed 0; gspo's bracket, within the noise on seed 0, takes seed 1 at every rate; the rate an
+    arm at the top needs is 3e-5, a step of 3 above 1e-5."""
     scan = pd.DataFrame(
-        [("grpo", 1e-6, 0.25), ("grpo", 3e-6, 0.47), ("grpo", 1e-5, 0.19),
-         ("cispo", 1e-6, 0.40), ("cispo", 3e-6, 0.30), ("cispo", 1e-5, 0.01)],
-        columns=["arm", "learning_rate", "mean"],
-    )  # fmt: skip
-    scan["factor"] = [transfer.factor(lr) for lr in scan["learning_rate"]]
+        scan_rows("grpo", {1e-6: 0.20, 3e-6: 0.34, 1e-5: 0.25}, (0, 1))
+        + scan_rows("cispo", {1e-6: 0.40, 3e-6: 0.30, 1e-5: 0.01}, (0,))
+        + scan_rows("gspo", {1e-6: 0.30, 3e-6: 0.33, 1e-5: 0.31}, (0,))
+        + scan_rows("dr_grpo", {1e-6: 0.20, 3e-6: 0.25, 1e-5: 0.31}, (0,))
+    )
+    assert transfer.scan_spread(scan).sd == pytest.approx(0.02)
     tuned = transfer.tuned_rates(scan).set_index("arm")
-    assert tuned.loc["grpo", "best rate"] == 3e-6 and tuned.loc["grpo", "bracketed"]
-    assert tuned.loc["grpo", "next rate"] is None or math.isnan(tuned.loc["grpo", "next rate"])
+    assert tuned.loc["grpo", "best rate"] == 3e-6 and tuned.loc["grpo", "settled"]
+    assert tuned.loc["grpo", "next"] == ""
     assert tuned.loc["cispo", "best rate"] == 1e-6 and not tuned.loc["cispo", "bracketed"]
-    assert tuned.loc["cispo", "next rate"] == 3.33333e-7
+    assert tuned.loc["cispo", "next"] == "3.33333e-07 seed 0"
+    assert tuned.loc["gspo", "bracketed"] and not tuned.loc["gspo", "settled"]
+    assert tuned.loc["gspo", "next"] == "1e-06 seed 1, 3e-06 seed 1, 1e-05 seed 1"
+    assert tuned.loc["dr_grpo", "next"] == "3e-05 seed 0"
+    start = transfer.scan_runs(FULL, scan)
+    unscanned = [a for a in transfer.TUNED if a not in set(scan["arm"])]
+    assert {(a, transfer.rate(f), s) for a, f, s in start if a in unscanned} == {
+        (a, lr, 0) for a in unscanned for lr in transfer.RATES
+    }
+    points = transfer.scan_points(FULL, start)
+    assert all(c.learning_rate == p.columns["learning_rate"] and c.seed in (0, 1) for p, c in points)
+    far = pd.DataFrame(scan_rows("cispo", {transfer.rate(min(transfer.reach())): 0.4, 1e-6: 0.3}, (0,)))
+    with pytest.raises(ValueError, match="beyond the scan's reach"):
+        transfer.next_runs(far)
 
 
 def test_the_verdict_design_runs_tricks_at_grpos_rate_and_needs_every_tuned_rate():
