@@ -7,6 +7,8 @@ them, more than one sitting, and every finished run stays in the store.
 - `--next` trains, for each arm of `--arms`, the runs it needs next (`long_verdicts.next_runs`): the next
   factor on its seeds where its best rate lies at the scan's edge, else the next tuning seed at every
   rate where its bracket is not settled (its lead within the seed noise).
+- `--fresh` trains the tuned-rate table's fresh seeds (`long_verdicts.fresh_runs`) of every arm whose
+  rate is chosen (its scan needs nothing more), while the others are still scanned.
 - otherwise the `--factors` given (written as 1/3) for each arm of `--arms` on `--seeds` (default: the
   tuning seeds).
 
@@ -14,7 +16,7 @@ The runs come seed by seed, then arm by arm in the order given (default: grpo fi
 others are read against), then factor by factor (lowest first); the plan is printed before anything
 trains, and runs already stored are loaded.
 
-    python scripts/long_rate_scan.py [--status | --next | --factors 1/3 3] [--arms grpo cispo ...]
+    python scripts/long_rate_scan.py [--status | --next | --fresh | --factors 1/3 3] [--arms grpo cispo ...]
         [--seeds 0 1 2] [--workers 2] [--store results]
 """
 
@@ -39,6 +41,9 @@ def main() -> None:
     chosen.add_argument("--status", action="store_true", help="print the scan so far; train nothing")
     chosen.add_argument("--next", action="store_true", help="train the runs each arm needs next")
     chosen.add_argument(
+        "--fresh", action="store_true", help="train the fresh seeds of every arm whose rate is chosen"
+    )
+    chosen.add_argument(
         "--factors",
         nargs="*",
         default=[str(Fraction(f).limit_denominator(9)) for f in long_verdicts.SCAN_START],
@@ -52,7 +57,7 @@ def main() -> None:
     unknown = sorted(set(args.arms) - known)
     if unknown:
         raise SystemExit(f"--arms {unknown}: not arms of the design, which has {sorted(known)}")
-    if args.status or args.next:
+    if args.status or args.next or args.fresh:
         scan = long_verdicts.scan_table(long_verdicts.stored_scan(settings, args.store))
         if args.status:
             summary = long_verdicts.scan_summary(scan)
@@ -73,7 +78,10 @@ def main() -> None:
                 f"{hours:.1f} core-hours (more where a scan extends or a bracket takes another seed)"
             )
             return
-        wanted = [run for run in long_verdicts.next_runs(scan) if run[0] in args.arms]
+        chosen_runs = (
+            long_verdicts.fresh_runs(scan, settings) if args.fresh else long_verdicts.next_runs(scan)
+        )
+        wanted = [run for run in chosen_runs if run[0] in args.arms]
     else:
         wanted = [
             (arm, float(Fraction(f)), seed) for seed in args.seeds for arm in args.arms for f in args.factors

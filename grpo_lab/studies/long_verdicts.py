@@ -230,6 +230,19 @@ def tuned_factors(scan: pd.DataFrame) -> dict[str, float]:
     return tuning.best_rates(scan, "arm")
 
 
+def fresh_runs(scan: pd.DataFrame, settings: Profile) -> list[tuple[str, float, int]]:
+    """The tuned-rate table's (arm, tuned factor, fresh seed) runs of every arm of `scan` (`scan_table`)
+    whose scan needs nothing more (`next_runs`): its rate is chosen, so its fresh seeds may run while other
+    arms are still being scanned."""
+    still = {arm for arm, _, _ in next_runs(scan, tuning_seeds(settings))}
+    return [
+        (arm, factor, seed)
+        for arm, factor in tuned_factors(scan).items()
+        if arm not in still
+        for seed in fresh_seeds(settings)
+    ]
+
+
 def scan_runs(settings: Profile, store: str | Path | None) -> list[Config]:
     """The runs of the scan and of the tuned-rate table, as far as the rule can see from
     `store`: its stored runs, the runs it needs next (`next_runs`; more may follow them), and every arm at

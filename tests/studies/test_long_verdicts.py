@@ -181,3 +181,15 @@ def test_the_scan_and_the_tuned_table_run_by_their_rule_under_the_smoke_profile(
     counted = {run_dir(c, tmp_path) for c in long_verdicts.scan_runs(settings, tmp_path)}
     trained = {Path(p).resolve() for p in [*scan.runs["path"], *fresh.runs["path"]]}
     assert trained <= {p.resolve() for p in counted}
+
+
+def test_an_arm_whose_rate_is_chosen_takes_its_fresh_seeds_while_others_are_scanned():
+    scan = pd.DataFrame(
+        scan_rows("clear", {1 / 3: 0.30, 1.0: 0.50, 3.0: 0.10}, (0,))
+        + scan_rows("close", {1 / 3: 0.47, 1.0: 0.50, 3.0: 0.10}, (0,))
+        + scan_rows("low", {1 / 9: 0.30, 1 / 3: 0.38, 1.0: 0.37}, (0, 1, 2))
+    )
+    settings = long_verdicts.settings("full", steps=800)
+    fresh = long_verdicts.fresh_runs(scan, settings)
+    seeds = long_verdicts.FRESH_SEEDS
+    assert fresh == [("clear", 1.0, s) for s in seeds] + [("low", 1 / 3, s) for s in seeds]
