@@ -18,6 +18,8 @@ from collections.abc import Collection, Sequence
 
 import pandas as pd
 
+from grpo_lab.analysis import power
+
 STEP = 3.0
 """the scan's spacing: each rate is 3 times the one below it, as in every scan of the lab"""
 SETTLED_GAP_SDS = 3.0
@@ -111,6 +113,14 @@ def scan_means(scored: pd.DataFrame, by: str) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(
         [by, "factor"], key=lambda c: c.map(order) if c.name == by else c, ignore_index=True
     )
+
+
+def spread(means: pd.DataFrame) -> power.Spread:
+    """The sd of one run's score, pooled over the rates of `means` (`scan_means`) with two runs or more
+    (`analysis.power.pooled_spread`): what `settled` reads a lead against. A rate whose runs all scored
+    alike (sd 0: every run collapsed to the same score) says nothing of the seed noise and is left out."""
+    informative = means[means["sd"] > 0]
+    return power.pooled_spread(informative["runs"], informative["sd"])
 
 
 def next_runs(

@@ -192,9 +192,10 @@ def scan_table(result: SweepResult) -> pd.DataFrame:
 
 
 def scan_spread(scan: pd.DataFrame) -> power.Spread:
-    """The sd of one run's headline score on the bed, pooled over the scan's rates with two runs or more
-    (`analysis.power.pooled_spread`): what a lead is read against (`analysis.tuning.settled`)."""
-    return power.pooled_spread(scan["runs"], scan["sd"])
+    """The sd of one run's headline score on the bed (`analysis.tuning.spread`: pooled over the scan's
+    rates with two runs or more whose runs differ): what a lead is read against
+    (`analysis.tuning.settled`)."""
+    return tuning.spread(scan)
 
 
 def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:

@@ -155,10 +155,9 @@ def _arm_order(column: pd.Series) -> pd.Series:
 
 
 def scan_spread(scan: pd.DataFrame) -> power.Spread:
-    """The sd of one run's headline score at the horizon, pooled over the scan's rates with two runs or
-    more on the tuning seeds (`analysis.power.pooled_spread`): what `analysis.tuning.settled` reads a
-    lead against."""
-    return power.pooled_spread(scan["runs"], scan["sd"])
+    """The sd of one run's headline score at the horizon (`analysis.tuning.spread`: pooled over the scan's
+    rates with two runs or more whose runs differ): what `analysis.tuning.settled` reads a lead against."""
+    return tuning.spread(scan)
 
 
 def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:

@@ -95,3 +95,9 @@ def test_the_next_runs_extend_on_the_first_seed_add_a_seed_where_unsettled_and_s
     ]
     with pytest.raises(ValueError, match="edge's best rate lies at the scan's edge.*beyond the scan's reach"):
         tuning.next_runs(means, "arm", 0.02, (0, 1), [1 / 3, 1.0, 3.0])
+
+
+def test_the_spread_leaves_out_a_rate_whose_runs_all_scored_alike():
+    means = pd.DataFrame({"runs": [3, 2, 2, 1], "sd": [0.02, 0.02, 0.0, float("nan")]})
+    found = tuning.spread(means)
+    assert found.sd == pytest.approx(0.02) and found.df == 3
