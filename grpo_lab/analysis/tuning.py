@@ -151,6 +151,21 @@ def next_runs(
     return runs
 
 
+def summary(
+    means: pd.DataFrame, by: str, sd: float, wanted: Sequence[tuple[str, float, int]]
+) -> pd.DataFrame:
+    """Per arm of `means` (`scan_means`): its best factor (`best`), its paired seeds' count (`seeds`), whether
+    the best is bracketed and settled against `sd`, and the (factor, seed) runs of `wanted` (`next_runs`)
+    that are its (`next`, empty once its rate is chosen)."""
+    best, closed, done = best_rates(means, by), bracketed(means, by), settled(means, by, sd)
+    seeds = means.groupby(by, sort=False)["n"].min()
+    rows = [
+        (arm, f, int(seeds[arm]), closed[arm], done[arm], [(g, s) for a, g, s in wanted if a == arm])
+        for arm, f in best.items()
+    ]
+    return pd.DataFrame(rows, columns=[by, "best", "seeds", "bracketed", "settled", "next"])
+
+
 def factor_name(factor: float) -> str:
     """A scan factor as the scans print it: x3, x1, x1/3, x1/9 (a power of `STEP`), else x0.5."""
     power = math.log(factor, STEP)

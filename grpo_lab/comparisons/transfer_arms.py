@@ -235,17 +235,12 @@ def tuned_rates(scan: pd.DataFrame) -> pd.DataFrame:
     """Per tuned arm of `scan_table`: its best learning rate, its paired seeds, whether the best is
     bracketed (a lower mean on each side) and settled (`analysis.tuning.settled` against `scan_spread`),
     and the runs the scan needs next (`next_runs`), empty once the rate is chosen."""
-    best, closed = tuning.best_rates(scan, "arm"), tuning.bracketed(scan, "arm")
-    done = tuning.settled(scan, "arm", scan_spread(scan).sd)
-    wanted: dict[str, list[str]] = {}
-    for arm, f, seed in next_runs(scan):
-        wanted.setdefault(arm, []).append(f"{rate(f):g} seed {seed}")
-    seeds = scan.groupby("arm", sort=False)["n"].min()
-    rows = [
-        (arm, rate(best[arm]), int(seeds[arm]), closed[arm], done[arm], ", ".join(wanted.get(arm, [])))
-        for arm in best
-    ]
-    return pd.DataFrame(rows, columns=["arm", "best rate", "seeds", "bracketed", "settled", "next"])
+    found = tuning.summary(scan, "arm", scan_spread(scan).sd, next_runs(scan))
+    named = found.assign(
+        best=found["best"].map(rate),
+        next=found["next"].map(lambda runs: ", ".join(f"{rate(f):g} seed {s}" for f, s in runs)),
+    )
+    return named.rename(columns={"best": "best rate"})
 
 
 def fresh_seeds(settings: Profile) -> tuple[int, ...]:

@@ -164,17 +164,12 @@ def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:
     """Per arm of `scan_table`: its best factor so far, its seeds, whether it is bracketed and whether the
     bracket is settled on those seeds (`analysis.tuning.settled` against `scan_spread`), and the runs the
     scan needs next (`next_runs`)."""
-    best, closed = tuning.best_rates(scan, "arm"), tuning.bracketed(scan, "arm")
-    done = tuning.settled(scan, "arm", scan_spread(scan).sd)
-    wanted: dict[str, list[str]] = {}
-    for arm, factor, seed in next_runs(scan):
-        wanted.setdefault(arm, []).append(f"{tuning.factor_name(factor)} seed {seed}")
-    seeds = scan.groupby("arm", sort=False)["n"].min()
-    rows = [
-        (arm, tuning.factor_name(f), int(seeds[arm]), closed[arm], done[arm], ", ".join(wanted.get(arm, [])))
-        for arm, f in best.items()
-    ]
-    return pd.DataFrame(rows, columns=["arm", "best", "seeds", "bracketed", "settled", "next"])
+    found = tuning.summary(scan, "arm", scan_spread(scan).sd, next_runs(scan))
+    named = {"best": found["best"].map(tuning.factor_name)}
+    named["next"] = found["next"].map(
+        lambda runs: ", ".join(f"{tuning.factor_name(f)} seed {s}" for f, s in runs)
+    )
+    return found.assign(**named)
 
 
 def next_runs(scan: pd.DataFrame, seeds: Sequence[int] = TUNING_SEEDS) -> list[tuple[str, float, int]]:
