@@ -26,7 +26,6 @@ from fractions import Fraction
 import pandas as pd
 
 from grpo_lab import plan
-from grpo_lab.analysis import tuning
 from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.studies import long_verdicts
 
@@ -88,20 +87,16 @@ def main() -> None:
         ]
     order = {arm: i for i, arm in enumerate(args.arms)}
     wanted.sort(key=lambda run: (run[2], order[run[0]], run[1]))
-    design = long_verdicts.rate_design(settings, sorted({f for _, f, _ in wanted}))
-    configs = {(p.columns["arm"], p.columns["factor"]): p.config for p in design}
-    pending = [
-        (a, f, s) for a, f, s in wanted if not is_current(run_dir(configs[a, f].replace(seed=s), args.store))
-    ]
+    seeded = long_verdicts.scan_points(settings, wanted)
+    pending = [(p, c) for p, c in seeded if not is_current(run_dir(c, args.store))]
     calibration = plan.load_calibration()
-    hours = sum(plan.run_seconds(configs[a, f].replace(seed=s), calibration) for a, f, s in pending) / 3600
+    hours = sum(plan.run_seconds(c, calibration) for _, c in pending) / 3600
     print(
         f"{len(wanted)} runs of {settings.steps} steps, {len(pending)} to train ({hours:.1f} core-hours):",
         flush=True,
     )
-    for arm, factor, seed in pending:
-        rate = configs[arm, factor].learning_rate
-        print(f"  {arm}, lr {tuning.factor_name(factor)}, seed {seed} (lr {rate:g})", flush=True)
+    for point, config in pending:
+        print(f"  {point.label}, seed {config.seed} (lr {config.learning_rate:g})", flush=True)
     long_verdicts.train_scan(settings, wanted, args.store, workers=args.workers, progress=True)
 
 

@@ -190,17 +190,20 @@ def fresh_seeds(settings: Profile) -> tuple[int, ...]:
     return FRESH_SEEDS if settings.name == "full" else (max(settings.seeds) + 1,)
 
 
+def scan_points(settings: Profile, wanted: Sequence[tuple[str, float, int]]) -> list[tuple[Point, Config]]:
+    """The (point of `rate_design`, seeded config) of each (arm, factor, seed) of `wanted` (`next_runs`)."""
+    design = {
+        (p.columns["arm"], p.columns["factor"]): p for p in rate_design(settings, [f for _, f, _ in wanted])
+    }
+    return [(design[a, f], design[a, f].config.replace(seed=s)) for a, f, s in wanted]
+
+
 def train_scan(
     settings: Profile, wanted: Sequence[tuple[str, float, int]], root: str | Path, **options: Any
 ) -> SweepResult:
     """Train (or load) the scan's (arm, factor, seed) runs `wanted` (`next_runs`) into `root`; `options` as
     for `experiments.execute`."""
-    design = {
-        (p.columns["arm"], p.columns["factor"]): p for p in rate_design(settings, [f for _, f, _ in wanted])
-    }
-    return paired.run_seeded(
-        [(design[a, f], design[a, f].config.replace(seed=s)) for a, f, s in wanted], root, **options
-    )
+    return paired.run_seeded(scan_points(settings, wanted), root, **options)
 
 
 def run_scan(settings: Profile, root: str | Path | None = None, **options: Any) -> SweepResult:
@@ -251,13 +254,10 @@ def scan_runs(settings: Profile, store: str | Path | None) -> list[Config]:
     else:
         wanted = [(p.columns["arm"], p.columns["factor"], seeds[0]) for p in rate_design(settings)]
         factors = {p.label: SCAN_START[0] for p in design(settings)}
-    points = {
-        (p.columns["arm"], p.columns["factor"]): p for p in rate_design(settings, [f for _, f, _ in wanted])
-    }
     fresh = fresh_design(settings, factors)
     return (
         [c for _, c in held]
-        + [points[a, f].config.replace(seed=s) for a, f, s in wanted]
+        + [c for _, c in scan_points(settings, wanted)]
         + [p.config.replace(seed=s) for p in fresh for s in fresh_seeds(settings)]
     )
 
