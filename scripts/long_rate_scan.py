@@ -5,8 +5,8 @@ them, more than one sitting, and every finished run stays in the store.
 - `--status` trains nothing: it prints the scan so far (`long_verdicts.scan_table`, `scan_summary`:
   each arm's best rate, whether it is bracketed, the factor it needs next).
 - `--next` trains, for each arm of `--arms`, the runs it needs next (`long_verdicts.next_runs`): the next
-  factor on its seeds where its best rate lies at the scan's edge, else the next tuning seed at every
-  rate where its bracket is not settled (its lead within the seed noise).
+  factor on seed 0 where its best rate lies at the scan's edge, else the next tuning seed at its best
+  rate and at each neighbour it does not lead beyond the seed noise.
 - `--fresh` trains the tuned-rate table's fresh seeds (`long_verdicts.fresh_runs`) of every arm whose
   rate is chosen (its scan needs nothing more), while the others are still scanned.
 - otherwise the `--factors` given (written as 1/3) for each arm of `--arms` on `--seeds` (default: the

@@ -3,15 +3,15 @@ chosen on tuning seeds, and a best rate at the edge of the scanned range is not 
 extended until the score falls on both sides.
 
 Every function reads a table of scan means with one row per arm and factor (the multiple of the arm's
-own rate): the arm's column (named by the caller), `factor` and `mean` (the mean score over the tuning
-seeds; NaN where no run finished, and then left out); `scan_means` makes it from one row per run. Reads
-numbers only.
+own rate): the arm's column (named by the caller), `factor`, `mean` (the mean score over the tuning
+seeds stored at that rate; NaN where no run finished, and then left out) and `n` (how many);
+`scan_means` makes it from one row per run. Reads numbers only.
 
 One rule runs every scan of the lab (`next_runs`): a best rate at an end of the scan takes the rate a
-`STEP` beyond that end, on the first tuning seed; an arm's rates are read on the seeds stored at all of
-them (`paired_seeds`); a bracketed best that does not lead its neighbours beyond the seed noise
-(`settled`) takes the next tuning seed at every rate it has scanned; after the last tuning seed the
-best mean is the rate."""
+`STEP` beyond that end, on the first tuning seed; a bracketed best rate whose lead over a neighbour is
+within the seed noise (`unsettled`) takes the next tuning seed at both rates of that pair, and a
+neighbour it already leads beyond the noise takes none; after the last tuning seed the best mean is the
+rate."""
 
 import math
 from collections.abc import Collection, Sequence
@@ -65,49 +65,49 @@ def extension(means: pd.DataFrame, by: str) -> dict[str, float | None]:
     return ends
 
 
-def settled(means: pd.DataFrame, by: str, sd: float, gap_sds: float = SETTLED_GAP_SDS) -> dict[str, bool]:
-    """Arm -> whether its bracket is settled on the seeds it has: its best rate is bracketed and leads
-    each neighbour by at least `gap_sds` x sd x sqrt(2 / n), the standard deviation of the difference of
-    two means over its `n` seeds (column `n` of `means`, one count per arm: its rates' paired seeds)
-    when one seed's score has standard deviation `sd` (a spread pooled over the scan's rates). A NaN `sd`
-    settles nothing."""
+def unsettled(
+    means: pd.DataFrame, by: str, sd: float, gap_sds: float = SETTLED_GAP_SDS
+) -> dict[str, list[float]]:
+    """Arm -> the factors of the neighbours of its bracketed best rate (`bracketed`) that it does not lead
+    beyond the seed noise: by less than `gap_sds` x sd x sqrt(1 / n + 1 / m), the standard deviation of
+    the difference of the two rates' means over their `n` and `m` seeds when one seed's score has
+    standard deviation `sd` (a spread pooled over the scan's rates). An arm whose best rate is not
+    bracketed has none (it is extended, not settled); a NaN `sd` leaves both neighbours unsettled."""
     closed = bracketed(means, by)
-    found = {}
-    for arm, m in _scanned(means, by).items():
-        if not closed[arm] or not math.isfinite(sd):
-            found[arm] = False
+    found: dict[str, list[float]] = {}
+    for arm, rows in means[means["mean"].notna()].groupby(by, sort=False):
+        found[str(arm)] = []
+        if not closed[str(arm)]:
             continue
-        n = int(means.loc[means[by] == arm, "n"].min())
+        m, n = rows.set_index("factor")["mean"].sort_index(), rows.set_index("factor")["n"]
         best = m.idxmax()
-        neighbours = [m[m.index < best].iloc[-1], m[m.index > best].iloc[0]]
-        lead = m[best] - max(neighbours)
-        found[arm] = bool(lead >= gap_sds * sd * math.sqrt(2 / n))
+        for neighbour in (m.index[m.index < best][-1], m.index[m.index > best][0]):
+            noise = sd * math.sqrt(1 / n[best] + 1 / n[neighbour])
+            if not m[best] - m[neighbour] >= gap_sds * noise:
+                found[str(arm)].append(float(neighbour))
     return found
 
 
-def paired_seeds(scored: pd.DataFrame, by: str) -> dict[str, tuple[int, ...]]:
-    """Arm -> the seeds stored at every rate of it scanned so far (`scored`: one row per run, with the
-    arm's column, `factor` and `seed`): the seeds its rates are read on, so that a rate with more seeds
-    is not read against one with fewer."""
-    by_rate = scored.groupby([by, "factor"])["seed"].apply(set)
-    return {str(arm): tuple(sorted(set.intersection(*t))) for arm, t in by_rate.groupby(level=by)}
+def settled(means: pd.DataFrame, by: str, sd: float, gap_sds: float = SETTLED_GAP_SDS) -> dict[str, bool]:
+    """Arm -> whether its bracket is settled on the seeds it has: its best rate is bracketed and leads
+    both neighbours beyond the seed noise (`unsettled` names none)."""
+    closed, open_ = bracketed(means, by), unsettled(means, by, sd, gap_sds)
+    return {arm: closed[arm] and not open_[arm] for arm in closed}
 
 
 def scan_means(scored: pd.DataFrame, by: str) -> pd.DataFrame:
     """The scan means of one row per run (`scored`: the arm's column, `factor`, `learning rate`, `seed`,
     `score`, `greedy`, `pass@4`): per arm and factor (arms in order of appearance, factors ascending) the
-    arm's `paired_seeds` (`seeds`, `n`) and the mean score, greedy accuracy and pass@4 over them, and the
-    runs stored at the rate with the sd of their score, paired or not: what the seed noise is read from."""
-    seeds = paired_seeds(scored, by)
+    seeds stored at the rate (`seeds`, `n`), the mean score, greedy accuracy and pass@4 over them, and
+    the sd of the score: what the seed noise is read from. Each rate is read on all its seeds: a rate the
+    rule gave more seeds (a close neighbour of the best) is measured more precisely, and `unsettled`
+    weighs each mean by its own count."""
     rows = []
-    for (arm, factor), every in scored.sort_values("factor", kind="stable").groupby(
-        [by, "factor"], sort=False
-    ):
-        t = every[every["seed"].isin(seeds[str(arm)])]
+    for (arm, factor), t in scored.sort_values("factor", kind="stable").groupby([by, "factor"], sort=False):
         rows.append(
-            {by: arm, "factor": factor, "learning rate": t["learning rate"].iloc[0], "seeds": seeds[str(arm)],
-             "n": len(seeds[str(arm)]), "mean": t["score"].mean(), "greedy": t["greedy"].mean(),
-             "pass@4": t["pass@4"].mean(), "runs": len(every), "sd": every["score"].std(ddof=1)}
+            {by: arm, "factor": factor, "learning rate": t["learning rate"].iloc[0],
+             "seeds": tuple(sorted(int(s) for s in t["seed"])), "n": len(t), "mean": t["score"].mean(),
+             "greedy": t["greedy"].mean(), "pass@4": t["pass@4"].mean(), "sd": t["score"].std(ddof=1)}
         )  # fmt: skip
     order = {arm: i for i, arm in enumerate(dict.fromkeys(scored[by]))}
     return pd.DataFrame(rows).sort_values(
@@ -120,21 +120,23 @@ def spread(means: pd.DataFrame) -> power.Spread:
     (`analysis.power.pooled_spread`): what `settled` reads a lead against. A rate whose runs all scored
     alike (sd 0: every run collapsed to the same score) says nothing of the seed noise and is left out."""
     informative = means[means["sd"] > 0]
-    return power.pooled_spread(informative["runs"], informative["sd"])
+    return power.pooled_spread(informative["n"], informative["sd"])
 
 
 def next_runs(
     means: pd.DataFrame, by: str, sd: float, seeds: Sequence[int], reach: Collection[float]
 ) -> list[tuple[str, float, int]]:
     """The (arm, factor, seed) runs a scan needs next, by the one rule (module doc) over `means`
-    (`scan_means`, each arm read on its paired seeds, column `seeds`): an arm whose best rate is not
-    bracketed takes the next factor (`extension`) on the first of `seeds`; one bracketed but not settled
-    against `sd` (`settled`) takes the next of `seeds` at every rate it has scanned; a settled arm, or
-    one with every tuning seed, takes nothing. An extension outside `reach` (the factors a stored scan is
-    looked for at) is an error."""
-    after, done = extension(means, by), settled(means, by, sd)
+    (`scan_means`, column `seeds`: the seeds stored at each rate): an arm whose best rate is not
+    bracketed takes the next factor (`extension`) on the first of `seeds`; for each neighbour its best
+    rate does not lead beyond the noise (`unsettled` against `sd`), the first of `seeds` missing at
+    either rate of the pair goes to the rate(s) lacking it; a settled arm, or a close pair with every
+    tuning seed, takes nothing. An extension outside `reach` (the factors a stored scan is looked for
+    at) is an error."""
+    after, close = extension(means, by), unsettled(means, by, sd)
+    best = best_rates(means, by)
     runs: list[tuple[str, float, int]] = []
-    for arm, rows in means.groupby(by, sort=False):
+    for arm, rows in means[means["mean"].notna()].groupby(by, sort=False):
         further = after[str(arm)]
         if further is not None:
             if not any(math.isclose(further, f, rel_tol=1e-9) for f in reach):
@@ -145,22 +147,25 @@ def next_runs(
                 )
             runs.append((str(arm), further, seeds[0]))
             continue
-        more = [s for s in seeds if s not in rows["seeds"].iloc[0]]
-        if not done[str(arm)] and more:
-            runs += [(str(arm), float(factor), more[0]) for factor in rows["factor"]]
-    return runs
+        stored = dict(zip(rows["factor"], rows["seeds"]))
+        for neighbour in close[str(arm)]:
+            pair = (best[str(arm)], neighbour)
+            missing = [s for s in seeds if any(s not in stored[f] for f in pair)]
+            if missing:
+                runs += [(str(arm), f, missing[0]) for f in sorted(pair) if missing[0] not in stored[f]]
+    return list(dict.fromkeys(runs))
 
 
 def summary(
     means: pd.DataFrame, by: str, sd: float, wanted: Sequence[tuple[str, float, int]]
 ) -> pd.DataFrame:
-    """Per arm of `means` (`scan_means`): its best factor (`best`), its paired seeds' count (`seeds`), whether
-    the best is bracketed and settled against `sd`, and the (factor, seed) runs of `wanted` (`next_runs`)
-    that are its (`next`, empty once its rate is chosen)."""
+    """Per arm of `means` (`scan_means`): its best factor (`best`), the seeds stored at it (`seeds`, a
+    count), whether the best is bracketed and settled against `sd`, and the (factor, seed) runs of
+    `wanted` (`next_runs`) that are its (`next`, empty once its rate is chosen)."""
     best, closed, done = best_rates(means, by), bracketed(means, by), settled(means, by, sd)
-    seeds = means.groupby(by, sort=False)["n"].min()
+    count = means.set_index([by, "factor"])["n"]
     rows = [
-        (arm, f, int(seeds[arm]), closed[arm], done[arm], [(g, s) for a, g, s in wanted if a == arm])
+        (arm, f, int(count[(arm, f)]), closed[arm], done[arm], [(g, s) for a, g, s in wanted if a == arm])
         for arm, f in best.items()
     ]
     return pd.DataFrame(rows, columns=[by, "best", "seeds", "bracketed", "settled", "next"])

@@ -186,8 +186,8 @@ def scan_scores(result: SweepResult) -> pd.DataFrame:
 
 def scan_table(result: SweepResult) -> pd.DataFrame:
     """Per tuned arm and rate of a scan's runs (`analysis.tuning.scan_means`): the factor, learning rate,
-    the arm's paired seeds, the mean headline score, greedy accuracy and pass@4 over them, and the runs
-    stored at the rate with the sd of their headline."""
+    the seeds stored at the rate, the mean headline score, greedy accuracy and pass@4 over them, and the sd
+    of their headline."""
     return tuning.scan_means(scan_scores(result), "arm")
 
 
@@ -200,8 +200,8 @@ def scan_spread(scan: pd.DataFrame) -> power.Spread:
 
 def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
     """The (arm, factor, seed) runs the scan needs next by the lab's one rule (`analysis.tuning.next_runs`:
-    extend a best rate at an end on seed 0, add the next tuning seed where a bracket is not settled against
-    `scan_spread`), within `reach`."""
+    extend a best rate at an end on seed 0, add the next tuning seed to a best rate and a neighbour it does
+    not lead beyond the noise of `scan_spread`), within `reach`."""
     return tuning.next_runs(scan, "arm", scan_spread(scan).sd, TUNING_SEEDS, reach())
 
 
@@ -232,7 +232,7 @@ def scan_points(settings: Profile, wanted: Sequence[tuple[str, float, int]]) -> 
 
 
 def tuned_rates(scan: pd.DataFrame) -> pd.DataFrame:
-    """Per tuned arm of `scan_table`: its best learning rate, its paired seeds, whether the best is
+    """Per tuned arm of `scan_table`: its best learning rate, the seeds stored there, whether the best is
     bracketed (a lower mean on each side) and settled (`analysis.tuning.settled` against `scan_spread`),
     and the runs the scan needs next (`next_runs`), empty once the rate is chosen."""
     found = tuning.summary(scan, "arm", scan_spread(scan).sd, next_runs(scan))

@@ -137,9 +137,8 @@ def scan_scores(result: SweepResult) -> pd.DataFrame:
 
 def scan_table(result: SweepResult) -> pd.DataFrame:
     """One row per arm and factor of a scan's runs (`stored_scan`): arm, factor, learning rate, the
-    tuning seeds compared (`seeds`, `n`: the arm's paired seeds, `analysis.tuning.paired_seeds`), the mean
-    headline, greedy accuracy and pass@4 over them, and the runs stored at the rate with the sd of their
-    headline."""
+    tuning seeds stored at the rate (`seeds`, `n`), the mean headline, greedy accuracy and pass@4 over
+    them, and the sd of their headline (`analysis.tuning.scan_means`)."""
     return scan_means(scan_scores(result))
 
 
@@ -161,9 +160,9 @@ def scan_spread(scan: pd.DataFrame) -> power.Spread:
 
 
 def scan_summary(scan: pd.DataFrame) -> pd.DataFrame:
-    """Per arm of `scan_table`: its best factor so far, its seeds, whether it is bracketed and whether the
-    bracket is settled on those seeds (`analysis.tuning.settled` against `scan_spread`), and the runs the
-    scan needs next (`next_runs`)."""
+    """Per arm of `scan_table`: its best factor so far, the seeds at it, whether it is bracketed and whether
+    the bracket is settled on the seeds stored (`analysis.tuning.settled` against `scan_spread`), and the
+    runs the scan needs next (`next_runs`)."""
     found = tuning.summary(scan, "arm", scan_spread(scan).sd, next_runs(scan))
     named = {"best": found["best"].map(tuning.factor_name)}
     named["next"] = found["next"].map(
@@ -223,7 +222,7 @@ def run_scan(settings: Profile, root: str | Path | None = None, **options: Any) 
 
 
 def tuned_factors(scan: pd.DataFrame) -> dict[str, float]:
-    """Arm -> its tuned factor: the best of its scan (`scan_table`) on its paired seeds."""
+    """Arm -> its tuned factor: the best mean of its scan (`scan_table`)."""
     return tuning.best_rates(scan, "arm")
 
 
@@ -279,17 +278,15 @@ def fresh_design(settings: Profile, factors: Mapping[str, float]) -> list[Point]
 
 def tuned_table(scan_result: SweepResult, fresh_result: SweepResult) -> pd.DataFrame:
     """The primary scheme table at the horizon (`comparisons.tuned_table.table`): every scheme row at the
-    shared rate and at each side's tuned rate on the tuning seeds (`scan_result`: the scan's runs, each
-    arm read on its paired seeds), and at the tuned rates on the fresh seeds (`fresh_result`: the runs of
+    shared rate and at each side's tuned rate on the tuning seeds stored there (`scan_result`: the scan's
+    runs), and at the tuned rates on the fresh seeds (`fresh_result`: the runs of
     `fresh_design`, `run_tuned`), the fresh rows one family under Holm (`TUNED_FAMILY`), against the margin
     of grpo's gain at the shared rate on the tuning seeds (`sequential_seeds.margin_of`)."""
     scan, fresh = scan_scores(scan_result), paired.scores(fresh_result, {})
     means = scan_means(scan)
     rates, closed = tuning.best_rates(means, "arm"), tuning.bracketed(means, "arm")
-    seeds = tuning.paired_seeds(scan, "arm")
-    kept = scan[[seed in seeds[arm] for arm, seed in zip(scan["arm"], scan["seed"])]]
-    shared = kept[kept["factor"] == 1.0].assign(label=lambda f: f["arm"])
-    own = kept[kept["factor"] == kept["arm"].map(rates)].assign(label=lambda f: f["arm"])
+    shared = scan[scan["factor"] == 1.0].assign(label=lambda f: f["arm"])
+    own = scan[scan["factor"] == scan["arm"].map(rates)].assign(label=lambda f: f["arm"])
     margin = sequential_seeds.margin_of(shared[shared["label"] == scheme_arms.REFERENCE])
     sides = {"shared": shared, "own best": own, "fresh seeds": fresh}
     return tuned_rows.table(sides, rates, closed, margin, TUNED_FAMILY)
