@@ -35,7 +35,8 @@ the four that drop the KL, itself compared with grpo (what dropping the KL does)
 REFERENCE = "grpo"
 SHARED_RATE = (
     "The scheme rows compare every arm at one shared learning rate, the study base's: the sensitivity at "
-    "one common rate. The primary scheme table, every arm at its own tuned rate, is figures/16_best_rates.md."
+    "one common rate. The primary scheme table, every arm at its own tuned rate, is figures/16_best_rates.md "
+    "at 60 steps and figures/15_tuned_rates.md at the long horizon."
 )
 """the line a scheme table at the shared rate carries under its caption (12's, 15's)"""
 SMOKE_SCHEMES = 2

@@ -194,3 +194,16 @@ def test_an_arm_whose_rate_is_chosen_takes_its_fresh_seeds_while_others_are_scan
     fresh = long_verdicts.fresh_runs(scan, settings)
     seeds = long_verdicts.FRESH_SEEDS
     assert fresh == [("clear", 1.0, s) for s in seeds] + [("low", 1 / 3, s) for s in seeds]
+
+
+def test_the_scan_figure_stars_each_arms_tuned_rate_in_both_rows():
+    scan = pd.DataFrame(
+        scan_rows("grpo", {1 / 3: 0.38, 1.0: 0.47, 3.0: 0.28}, (0,))
+        + scan_rows("cispo", {1 / 9: 0.28, 1 / 3: 0.37, 1.0: 0.01}, (0,))
+    ).assign(greedy=0.8, **{"learning rate": lambda f: 3e-5 * f["factor"]})
+    fig = long_verdicts.scan_figure(scan, long_verdicts.settings("full", steps=800))
+    assert fig.axes[0].get_title() == "grpo" and fig.axes[1].get_title() == "cispo"
+    for ax, tuned in zip(fig.axes, (1.0, 1 / 3, 1.0, 1 / 3)):  # headline row, then greedy row
+        star = [line for line in ax.get_lines() if line.get_marker() == "*"]
+        assert list(star[0].get_xdata()) == [tuned]
+    assert "shared rate 3e-05" in fig._suptitle.get_text()

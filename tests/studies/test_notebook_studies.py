@@ -139,8 +139,9 @@ def test_the_long_verdicts_compare_every_scheme_at_the_horizon_the_stored_pilot_
     before = long_verdicts.settings("full")
     assert before.steps == long_horizon.PILOT.steps  # nothing stored: the pilot's length, an upper bound
     runs = long_verdicts.runs(long_verdicts.design(before), before, tmp_path)
-    long = [c for c in runs if c.eval_every == long_verdicts.EVAL_EVERY]
-    assert len(runs) == len(long_horizon.PILOT.seeds) + len(long)  # the pilot first
+    long = long_verdicts.sequential_seeds.runs(long_verdicts.design(before), before, tmp_path)
+    scan = long_verdicts.scan_runs(before, tmp_path)
+    assert runs[len(long_horizon.PILOT.seeds) :] == long + scan  # the pilot first, the rate scan last
     assert {c.preset for c in long} == set(schemes.SCHEMES)
     assert len(long) == len(schemes.SCHEMES) * len(long_verdicts.SEEDS)
     assert all(c.reference_forward for c in long)  # every arm logs the exact KL to the reference
