@@ -78,11 +78,7 @@ def markdown(rows: pd.DataFrame, family: multiplicity.Family, horizon: str) -> s
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     sides = ("shared", "own best", "fresh seeds") if fresh else ("shared", "own best")
     for r in rows.to_dict("records"):
-        at = {
-            side: f"{verdict_table.WORDS.get(r[f'verdict {side}'], 'undecided')}: {r[f'effect {side}']:+.3f} "
-            f"[{r[f'ci_low {side}']:+.3f}, {r[f'ci_high {side}']:+.3f}], {r[f'seeds {side}']} seeds"
-            for side in sides
-        }
+        at = {side: _reading(r, side) for side in sides}
         rates = ", ".join(
             f"x{r[f'{side} rate x']:.2g}" + ("" if r[f"{side} bracketed"] else " (not bracketed)")
             for side in ("treatment", "control")
@@ -107,3 +103,15 @@ def markdown(rows: pd.DataFrame, family: multiplicity.Family, horizon: str) -> s
             f"{family.caption(size)}. The shared-rate column is the sensitivity at one common rate.\n\n"
         )
     return caption + "\n".join(lines) + "\n"
+
+
+def _reading(row: dict, side: str) -> str:
+    """One side's verdict, effect, interval and seeds as a cell; a side with too few paired seeds for an
+    interval says so rather than print an undecided word over an interval of NaN."""
+    effect, seeds = row[f"effect {side}"], row[f"seeds {side}"]
+    if row[f"verdict {side}"] == power.TOO_FEW_SEEDS:
+        return f"{power.TOO_FEW_SEEDS}: {effect:+.3f}, {seeds} seed{'s' if seeds != 1 else ''}, no interval"
+    word = verdict_table.WORDS.get(row[f"verdict {side}"], "undecided")
+    return (
+        f"{word}: {effect:+.3f} [{row[f'ci_low {side}']:+.3f}, {row[f'ci_high {side}']:+.3f}], {seeds} seeds"
+    )

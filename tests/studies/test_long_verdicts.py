@@ -207,3 +207,24 @@ def test_the_scan_figure_stars_each_arms_tuned_rate_in_both_rows():
         star = [line for line in ax.get_lines() if line.get_marker() == "*"]
         assert list(star[0].get_xdata()) == [tuned]
     assert "shared rate 3e-05" in fig._suptitle.get_text()
+
+
+def test_the_tuned_markdown_says_a_side_has_too_few_seeds_rather_than_print_a_nan_interval():
+    """cispo's own-best side rests on one paired seed: no interval, and the cell says so."""
+    sides = {
+        "shared": ("worse", -0.469, 3),
+        "own best": ("too few seeds", -0.098, 1),
+        "fresh seeds": ("worse", -0.094, 3),
+    }
+    row = {"row": "cispo", "kind": "scheme", "treatment rate x": 1 / 3, "control rate x": 1.0,
+           "treatment bracketed": True, "control bracketed": True,
+           "adjusted verdict fresh seeds": "undecided", "greedy effect fresh seeds": 0.028,
+           "greedy ci_low fresh seeds": -0.01, "greedy ci_high fresh seeds": 0.066,
+           "notes fresh seeds": "", "on fresh seeds": "appears", "turns on the rate": True}  # fmt: skip
+    for side, (verdict, effect, seeds) in sides.items():
+        interval = (float("nan"),) * 2 if seeds == 1 else (effect - 0.04, effect + 0.04)
+        row |= {f"verdict {side}": verdict, f"effect {side}": effect, f"ci_low {side}": interval[0],
+                f"ci_high {side}": interval[1], f"seeds {side}": seeds}  # fmt: skip
+    text = long_verdicts.tuned_markdown(pd.DataFrame([row]), long_verdicts.settings("full", steps=800))
+    assert "too few seeds: -0.098, 1 seed, no interval" in text and "nan" not in text
+    assert "worse: -0.094 [-0.134, -0.054], 3 seeds" in text and "800 steps" in text
