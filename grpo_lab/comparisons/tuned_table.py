@@ -9,6 +9,7 @@ Each side is a frame of scored runs (`paired.scores`) labelled by arm; the rates
 own rate, with whether each best rate is bracketed (`analysis.tuning`)."""
 
 import functools
+import math
 from collections.abc import Mapping
 
 import pandas as pd
@@ -85,8 +86,11 @@ def markdown(rows: pd.DataFrame, family: multiplicity.Family, horizon: str) -> s
         )
         cells = [r["row"], r["kind"], rates]
         if fresh:
-            greedy = f"{r['greedy effect fresh seeds']:+.3f} [{r['greedy ci_low fresh seeds']:+.3f}, "
-            greedy += f"{r['greedy ci_high fresh seeds']:+.3f}]"
+            greedy = _interval(
+                r["greedy effect fresh seeds"],
+                r["greedy ci_low fresh seeds"],
+                r["greedy ci_high fresh seeds"],
+            )
             adjusted = verdict_table.WORDS.get(r["adjusted verdict fresh seeds"], "undecided")
             cells += [at["fresh seeds"], adjusted, greedy, r["notes fresh seeds"]]
         cells.append(at["own best"])
@@ -111,7 +115,12 @@ def _reading(row: dict, side: str) -> str:
     effect, seeds = row[f"effect {side}"], row[f"seeds {side}"]
     if row[f"verdict {side}"] == power.TOO_FEW_SEEDS:
         return f"{power.TOO_FEW_SEEDS}: {effect:+.3f}, {seeds} seed{'s' if seeds != 1 else ''}, no interval"
-    word = verdict_table.WORDS.get(row[f"verdict {side}"], "undecided")
-    return (
-        f"{word}: {effect:+.3f} [{row[f'ci_low {side}']:+.3f}, {row[f'ci_high {side}']:+.3f}], {seeds} seeds"
-    )
+    reading = _interval(effect, row[f"ci_low {side}"], row[f"ci_high {side}"])
+    return f"{verdict_table.WORDS.get(row[f'verdict {side}'], 'undecided')}: {reading}, {seeds} seeds"
+
+
+def _interval(effect: float, low: float, high: float) -> str:
+    """An effect with its interval, or with 'no interval' where too few seeds gave none (NaN ends)."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{effect:+.3f}, no interval"
+    return f"{effect:+.3f} [{low:+.3f}, {high:+.3f}]"

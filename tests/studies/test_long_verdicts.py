@@ -227,4 +227,7 @@ def test_the_tuned_markdown_says_a_side_has_too_few_seeds_rather_than_print_a_na
                 f"ci_high {side}": interval[1], f"seeds {side}": seeds}  # fmt: skip
     text = long_verdicts.tuned_markdown(pd.DataFrame([row]), long_verdicts.settings("full", steps=800))
     assert "too few seeds: -0.098, 1 seed, no interval" in text and "nan" not in text
+    row |= {"greedy ci_low fresh seeds": float("nan"), "greedy ci_high fresh seeds": float("nan")}
+    text = long_verdicts.tuned_markdown(pd.DataFrame([row]), long_verdicts.settings("full", steps=800))
+    assert "| +0.028, no interval |" in text and "nan" not in text
     assert "worse: -0.094 [-0.134, -0.054], 3 seeds" in text and "800 steps" in text
