@@ -25,11 +25,14 @@ from matplotlib.patches import Rectangle  # noqa: E402
 
 from grpo_lab.analysis.horizon import Correlation  # noqa: E402
 from grpo_lab.analysis.stats import curve, mean_interval, seeds_shown  # noqa: E402
+from grpo_lab.analysis.tuning import factor_name  # noqa: E402
 from grpo_lab.runlog import write_text_atomic  # noqa: E402
 
 TITLES = {
     "reward": "training reward",
     "val/accuracy": "validation accuracy (greedy)",
+    "val/sampled_accuracy": "validation accuracy (sampled)",
+    "val/pass@4": "validation pass@4",
     "kl": "KL to reference",
     "kl/exact": "exact KL to reference",
     "entropy": "token entropy",
@@ -41,6 +44,8 @@ TITLES = {
 UNITS = {
     "reward": "mean reward per completion",
     "val/accuracy": "fraction of prompts correct",
+    "val/sampled_accuracy": "fraction of samples correct",
+    "val/pass@4": "fraction of prompts, 1 of 4 samples correct",
     "val/reward": "mean reward per prompt",
     "kl": "nats per token",
     "kl/exact": "nats per token",
@@ -632,4 +637,37 @@ def phase(df: pd.DataFrame, x: str, y: str, by: str, smooth: int = 10, title: st
     ax.legend(title=by, fontsize=7, title_fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def rate_scan(scan: pd.DataFrame, best: dict[str, float], title: str) -> plt.Figure:
+    """A column per arm of a learning-rate scan (`analysis.tuning.scan_means` by `arm`, with `factor`,
+    `mean`, `greedy` and `n`), the headline score above and greedy accuracy below (one y scale per row,
+    one x range): the mean over the tuning seeds stored at each factor of the scan's reference rate (log
+    scale), their count beside each point, the arm's tuned factor (`best`) starred in both rows and the
+    reference rate dotted, titled `title`."""
+    arms = list(dict.fromkeys(scan["arm"]))
+    factors = sorted(set(scan["factor"]))
+    width = max(1.9 * len(arms) + 1, 8.0)  # room for the two-line title over a scan of few arms
+    fig, axes = plt.subplots(2, len(arms), figsize=(width, 5.2), squeeze=False, sharey="row")
+    for c, arm in enumerate(arms):
+        t = scan[scan["arm"] == arm]
+        axes[0, c].set_title(arm, fontsize=9)
+        for r, (column, label) in enumerate((("mean", "headline score"), ("greedy", "greedy accuracy"))):
+            ax = axes[r, c]
+            ax.plot(t["factor"], t[column], "o-", color="tab:blue", ms=3, lw=1)
+            for f, y, n in zip(t["factor"], t[column], t["n"]):
+                ax.annotate(str(n), (f, y), xytext=(3, 3), textcoords="offset points", fontsize=6)
+            tuned = t[t["factor"] == best[arm]]
+            ax.plot(tuned["factor"], tuned[column], "*", color="tab:orange", ms=10)
+            ax.axvline(1.0, color="0.5", ls=":", lw=1)
+            ax.set_xscale("log")
+            ax.set_xlim(factors[0] / 1.6, factors[-1] * 1.6)
+            ax.set_xticks(factors, [factor_name(f) for f in factors], fontsize=6)
+            ax.minorticks_off()
+            ax.grid(alpha=0.3)
+            if c == 0:
+                ax.set_ylabel(label, fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     return fig

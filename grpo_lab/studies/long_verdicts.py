@@ -222,41 +222,17 @@ def run_scan(settings: Profile, root: str | Path | None = None, **options: Any) 
 
 
 def scan_figure(scan: pd.DataFrame, settings: Profile) -> plt.Figure:
-    """A column per arm of `scan` (`scan_table`), the headline score above and greedy accuracy below (one
-    y scale per row, one x range): the mean over the tuning seeds stored at each factor of the shared rate
-    (log scale), with their count beside each point, the tuned factor (the best headline mean) starred in both
-    rows, the shared rate dotted: where the tuned rate lies, and what it costs in greedy accuracy."""
-    arms = list(dict.fromkeys(scan["arm"]))
-    best = tuned_factors(scan)
+    """The scan (`scan_table`) per arm (`analysis.plots.rate_scan`): the headline score and greedy accuracy
+    at each factor of the shared rate, the tuned factor starred: where the tuned rate lies, and what it
+    costs in greedy accuracy."""
     shared = scan.loc[scan["factor"] == 1.0, "learning rate"].iloc[0]
-    factors = sorted(set(scan["factor"]))
-    fig, axes = plt.subplots(2, len(arms), figsize=(1.9 * len(arms) + 1, 5.2), squeeze=False, sharey="row")
-    for c, arm in enumerate(arms):
-        t = scan[scan["arm"] == arm]
-        axes[0, c].set_title(arm, fontsize=9)
-        for r, (column, label) in enumerate((("mean", "headline score"), ("greedy", "greedy accuracy"))):
-            ax = axes[r, c]
-            ax.plot(t["factor"], t[column], "o-", color="tab:blue", ms=3, lw=1)
-            for f, y, n in zip(t["factor"], t[column], t["n"]):
-                ax.annotate(str(n), (f, y), xytext=(3, 3), textcoords="offset points", fontsize=6)
-            tuned = t[t["factor"] == best[arm]]
-            ax.plot(tuned["factor"], tuned[column], "*", color="tab:orange", ms=10)
-            ax.axvline(1.0, color="0.5", ls=":", lw=1)
-            ax.set_xscale("log")
-            ax.set_xlim(factors[0] / 1.6, factors[-1] * 1.6)
-            ax.set_xticks(factors, [tuning.factor_name(f) for f in factors], fontsize=6)
-            ax.minorticks_off()
-            ax.grid(alpha=0.3)
-            if c == 0:
-                ax.set_ylabel(label, fontsize=8)
-    fig.suptitle(
+    return plots.rate_scan(
+        scan,
+        tuned_factors(scan),
         f"learning-rate scan, {title(settings)}: mean over the tuning seeds stored at each rate "
         f"(their count\nbeside each point), x of the shared rate {shared:g}; star: the tuned rate, the "
         "best headline mean",
-        fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
-    return fig
 
 
 def tuned_factors(scan: pd.DataFrame) -> dict[str, float]:
