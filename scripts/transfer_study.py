@@ -5,16 +5,17 @@ and every finished run stays in the store.
 - `--status` trains nothing: it prints the scan so far (`scan_table`), each tuned arm's best rate, whether
   it is bracketed and settled and the runs it needs next (`tuned_rates`), and the core-hours of what the
   scan's rule sees still to train (`grpo_lab.studies.transfer.transfer_runs`).
-- `--scan` trains the runs the scan needs next for `--arms` (`scan_runs`: every tuned arm at the scan's
-  rates on seed 0, then, by the lab's one rule, the next rate where a best is at an end and seed 1 where a
-  bracket is not settled).
+- `--scan` trains the runs the scan needs next for `--arms` (`scan_runs`: by the lab's one rule, the next
+  rate where a best is at an end and seed 1 where a bracket is not settled, then every tuned arm not yet
+  begun at the scan's rates on seed 0); `--max-runs N` trains the first N of them, a piece that fits a
+  sitting (a run cut off by the end of a sitting is lost, a finished one stays).
 - `--verdicts` trains every arm at its tuned rate on the fresh seeds (`verdict_design`), once no tuned arm
   needs another scan run (an error names those that do), and prints the bed's verdict table.
 
 The plan is printed before anything trains; runs already stored are loaded.
 
     python scripts/transfer_study.py (--status | --scan | --verdicts) [--arms grpo cispo ...]
-        [--workers 2] [--store results]
+        [--max-runs N] [--workers 2] [--store results]
 """
 
 import argparse
@@ -47,12 +48,15 @@ def main() -> None:
     stage.add_argument("--scan", action="store_true")
     stage.add_argument("--verdicts", action="store_true")
     parser.add_argument("--arms", nargs="*", default=list(transfer.ARMS))
+    parser.add_argument("--max-runs", type=int, default=None)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--store", default="results")
     args = parser.parse_args()
     unknown = sorted(set(args.arms) - set(transfer.ARMS))
     if unknown:
         raise SystemExit(f"--arms {unknown}: not arms of the study, which has {list(transfer.ARMS)}")
+    if args.max_runs is not None and args.max_runs < 1:
+        raise SystemExit(f"--max-runs {args.max_runs}: give a count of runs of 1 or more")
     settings = transfer.settings("full")
     held = transfer.held_scan(settings, args.store)
     scan = transfer.scan_table(transfer.stored_scan(settings, args.store)) if held else None
@@ -80,7 +84,7 @@ def main() -> None:
         return
     if args.scan:
         wanted = [run for run in transfer.scan_runs(settings, scan) if run[0] in args.arms]
-        train(transfer.scan_points(settings, wanted), args.store, args.workers)
+        train(transfer.scan_points(settings, wanted)[: args.max_runs], args.store, args.workers)
         return
     if scan is None:
         raise SystemExit("no run of the scan is stored; run --scan first")
@@ -92,7 +96,12 @@ def main() -> None:
     best = dict(zip(tuned["arm"], tuned["best rate"]))
     points = [p for p in transfer.verdict_design(settings, best) if p.label in args.arms]
     seeded = [(p, p.config.replace(seed=s)) for s in transfer.fresh_seeds(settings) for p in points]
-    train(seeded, args.store, args.workers)
+    left = [(p, c) for p, c in seeded if not is_current(run_dir(c, args.store))]
+    now = left[: args.max_runs]
+    train(now, args.store, args.workers)
+    if len(left) > len(now):
+        print(f"{len(left) - len(now)} verdict runs left to train; the table waits for them")
+        return
     result = paired.run_seeded(seeded, args.store, progress=False)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(transfer.table(result).round(4).to_string(index=False))

@@ -206,9 +206,10 @@ def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
 
 
 def scan_runs(settings: Profile, scan: pd.DataFrame | None) -> list[tuple[str, float, int]]:
-    """The runs the scan needs next: every tuned arm of `arms(settings)` that `scan` (`scan_table`; None:
-    nothing stored) lacks at each of `rates(settings)` on the first tuning seed, then `next_runs` for
-    those it holds."""
+    """The runs the scan needs next: `next_runs` for the arms `scan` (`scan_table`; None: nothing stored)
+    holds, then every tuned arm of `arms(settings)` it lacks at each of `rates(settings)` on the first
+    tuning seed. An arm begun is finished first: its seed 1 gives the seed-to-seed sd that settles every
+    other arm's bracket, and a study trained a piece per sitting then leaves fewer arms half-scanned."""
     held = set() if scan is None else set(scan["arm"])
     start = [
         (arm, factor(lr), settings.seeds[0])
@@ -216,7 +217,7 @@ def scan_runs(settings: Profile, scan: pd.DataFrame | None) -> list[tuple[str, f
         if arm in arms(settings) and arm not in held
         for lr in rates(settings)
     ]
-    return start + ([] if scan is None else next_runs(scan))
+    return ([] if scan is None else next_runs(scan)) + start
 
 
 def scan_points(settings: Profile, wanted: Sequence[tuple[str, float, int]]) -> list[tuple[Point, Config]]:
@@ -259,10 +260,12 @@ def verdict_design(settings: Profile, best: Mapping[str, float]) -> list[Point]:
     missing = [a for a in TUNED if a in chosen and a not in best]
     if missing:
         raise ValueError(f"no tuned rate for {missing}: scan them first (scan_runs, tuned_rates)")
-    return [
-        Point(arm, {"arm": arm}, arm_config(settings, arm, best[arm] if arm in TUNED else best[REFERENCE]))
-        for arm in chosen
-    ]
+    return [verdict_point(settings, arm, best[arm] if arm in TUNED else best[REFERENCE]) for arm in chosen]
+
+
+def verdict_point(settings: Profile, arm: str, learning_rate: float) -> Point:
+    """`arm` at `learning_rate` as the verdict runs label it: by the arm, with its column `arm`."""
+    return Point(arm, {"arm": arm}, arm_config(settings, arm, learning_rate))
 
 
 def table(result: SweepResult) -> pd.DataFrame:
@@ -282,6 +285,8 @@ def table(result: SweepResult) -> pd.DataFrame:
     return multiplicity.adjust(verdict_table.pooled_mdes(compared), FAMILY)
 
 
+RAW = "raw verdict"
+"""`transfer_table`'s column (suffixed by the side) of the word read from the row's own 95% interval"""
 NO_BASE_ROW = "no base row"
 """`transfer_table`'s change where the base never judged the row (DAPO's full recipe and its components)"""
 NOT_RUN = "not run yet"
@@ -294,20 +299,22 @@ def transfer_table(
     names: tuple[str, str] = ("base", "pretrained"),
     word: str = "adjusted verdict",
 ) -> pd.DataFrame:
-    """Every row of `ROWS`, in its order: the base's verdict columns (`analysis.reversals.CARRIED`) beside
-    the bed's, suffixed by `names`, and the change between the two (`analysis.reversals.change`), each
-    side's verdict read from its column `word` (default: the word at the table's adjusted level, since
-    advice rests on adjusted decisions); `NO_BASE_ROW` where `base` lacks the row, `NOT_RUN` where `bed`
-    does. Each effect stays in its own bed's score units and margin: the two beds' scores are not on one
-    scale."""
+    """Every row of `ROWS`, in its order: the base's verdict columns (`analysis.reversals.CARRIED`, and
+    `RAW`) beside the bed's, suffixed by `names`, and the change between the two
+    (`analysis.reversals.change`), each side's verdict read from its column `word` (default: the word at
+    the table's adjusted level, since advice rests on adjusted decisions; `RAW` keeps the word of the
+    row's own 95% interval, which the effect's interval is); `NO_BASE_ROW` where `base` lacks the row,
+    `NOT_RUN` where `bed` does. Each effect stays in its own bed's score units and margin: the two beds'
+    scores are not on one scale."""
     keys = pd.DataFrame([(r, k) for r, k, _, _ in ROWS], columns=reversals.KEYS)
     joined = keys
     for frame, name in zip((base, bed), names):
         missing = [c for c in (*reversals.KEYS, *reversals.CARRIED, word) if c not in frame]
         if missing:
             raise ValueError(f"the {name!r} table lacks the columns {missing}: give verdict tables")
-        shown = frame.assign(verdict=frame[word])[[*reversals.KEYS, *reversals.CARRIED]]
-        renamed = shown.rename(columns={c: f"{c} ({name})" for c in reversals.CARRIED})
+        carried = (*reversals.CARRIED, RAW)
+        shown = frame.assign(**{RAW: frame["verdict"]}, verdict=frame[word])[[*reversals.KEYS, *carried]]
+        renamed = shown.rename(columns={c: f"{c} ({name})" for c in carried})
         joined = joined.merge(renamed, on=reversals.KEYS, how="left", validate="one_to_one")
     before, after = joined[f"verdict ({names[0]})"], joined[f"verdict ({names[1]})"]
     joined["change"] = [

@@ -492,3 +492,22 @@ def trick_markdown(rows: pd.DataFrame) -> str:
     family = TRICKS_FAMILY.caption(multiplicity.family_size(rows))
     caption = f"Screen tricks at grpo's tuned learning rate, 60 steps; {family}.\n\n"
     return caption + "\n".join(lines) + "\n"
+
+
+def primary_tables(settings: Profile, **options: Any) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """The study's primary tables, trained or loaded as the notebook's cells do (`options` as for
+    `experiments.run_design`): the tuned scheme table with its fresh seeds (`best_rate_table`), the tuned
+    trick table (`trick_table`) and the margin both are judged against (`margin`). What another study
+    sets its verdicts beside (notebook 18's transfer table)."""
+    scored = scores(run(design(settings), settings, **options))
+    bed_margin = margin(scored)
+    outcomes = outcome_table(scored)
+    confirmed = scores(run_confirmation(settings, best_rates(outcomes), **options))
+    schemes = best_rate_table(scored, outcomes, bed_margin, confirmed)
+    points = trick_design(settings)
+    if points is None:
+        raise RuntimeError("the scan is not stored after it ran: its runs did not reach the store")
+    tricks = trick_table(
+        run_tricks(points, settings, **options), bed_margin, screen.stored_effects(settings.name)
+    )
+    return schemes, tricks, bed_margin

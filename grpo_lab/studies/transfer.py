@@ -12,6 +12,18 @@ and verdict design are `comparisons.transfer_arms`.
   dr_grpo, a sparse signal, a sampler that is not the trained policy) and `published_effects` (three
   effects the papers report, each with its paired interval, one family under Holm: `PUBLISHED_FAMILY`),
   read from the study's verdict runs;
+- `scan` / `scan_table` / `tuned_rates` / `scan_spread` / `scan_figure` / `noise`: the learning-rate scan
+  as far as the store holds it (trained a piece a sitting by `scripts/transfer_study.py`, loaded here,
+  nothing trained), each tuned arm's best rate and the runs the lab's scan rule needs next, the sd a lead
+  is read against, and the bed's noise: each candidate score's seed-to-seed sd over grpo's runs at its
+  best rate against what grpo gains there;
+- `chosen_rates` / `verdicts` / `bed_table`: each arm whose rate the scan has chosen, its verdict runs
+  on the fresh seeds as far as the store holds them (nothing trained), and the bed's verdict table over
+  the rows whose arms are stored (`transfer_arms.table`, one family under Holm);
+- `base_rows` / `transfer_table` / `transfer_markdown`: the base's verdicts on the same rows, from
+  notebook 16's primary tables (its tuned scheme table's fresh seeds and its tuned trick table), and the
+  transfer table (`transfer_arms.transfer_table`: the base's adjusted word beside the bed's, and the
+  change) as markdown;
 - `transfer_runs`: the whole transfer study as far as the store lets its scan's rule see, which
   `scripts/transfer_study.py --status` prices before it is run.
 
@@ -24,13 +36,15 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import multiplicity, plots, problems, tuning
+from grpo_lab.analysis import multiplicity, plots, problems, reversals, scores, tuning, verdict_table
 from grpo_lab.analysis.power import ALPHA, paired
 from grpo_lab.analysis.scores import HEADLINE, final_entropy
+from grpo_lab.comparisons import paired as paired_runs
 from grpo_lab.comparisons import pretrained_bed, transfer_arms
 from grpo_lab.config import Config
 from grpo_lab.experiments import SweepResult, run_design
 from grpo_lab.experiments.designs import Point
+from grpo_lab.experiments.store import is_current, run_dir
 from grpo_lab.profiles import Profile
 
 START_RANGE = (0.2, 0.6)
@@ -96,6 +110,145 @@ def figure(result: SweepResult, settings: Profile) -> plt.Figure:
     shown = [m for m in PILOT_CURVES if m in result.metrics]
     title = f"the pilot of the {pretrained_bed.described(settings)}"
     return plots.curves(result.metrics, shown, by="label", smooth=3, ncols=2, title=title)
+
+
+def scan(settings: Profile, store: str | Path | None = None) -> SweepResult:
+    """The scan's runs on the profile's seeds that `store` (default: the profile's) holds, loaded, nothing
+    trained (`transfer_arms.stored_scan`): grpo's pilot runs are among them, so a notebook that ran the
+    pilot has a scan to read."""
+    return transfer_arms.stored_scan(settings, settings.runs_dir() if store is None else store)
+
+
+scan_table = transfer_arms.scan_table
+tuned_rates = transfer_arms.tuned_rates
+scan_spread = transfer_arms.scan_spread
+transfer_table = transfer_arms.transfer_table
+
+
+def scan_figure(table: pd.DataFrame, settings: Profile) -> plt.Figure:
+    """The scan so far (`scan_table`) per arm (`analysis.plots.rate_scan`): the headline score and greedy
+    accuracy at each rate, as a factor of the middle rate, each arm's best headline mean starred."""
+    middle = transfer_arms.rate(1.0)
+    return plots.rate_scan(
+        table,
+        tuning.best_rates(table, "arm"),
+        f"learning-rate scan as stored, {pretrained_bed.described(settings)}, {settings.steps} steps: mean "
+        f"over the tuning seeds stored at each rate (their count\nbeside each point), x of {middle:g}; star: "
+        "the best headline mean so far",
+    )
+
+
+def noise(result: SweepResult, table: pd.DataFrame) -> pd.DataFrame:
+    """What decides a comparison on the bed (`analysis.scores.examine`, as notebook 12 reads the base): for
+    each candidate score, its seed-to-seed sd over `transfer_arms.REFERENCE`'s runs at its best rate in
+    `table` (`scan_table` of `result`, the scan's runs), what grpo gains there, their ratio, and its
+    Spearman correlation with the final entropy across every run of the scan; with the rate and its seeds."""
+    reference = transfer_arms.REFERENCE
+    best = tuning.best_rates(table, "arm")[reference]
+    runs = result.runs[(result.runs["arm"] == reference) & (result.runs["factor"] == best)]
+    metrics = result.metrics[result.metrics["label"].isin(runs["label"])]
+    return scores.examine(result.metrics, metrics).assign(
+        arm=reference, **{"learning rate": transfer_arms.rate(best)}
+    )
+
+
+def chosen_rates(table: pd.DataFrame) -> dict[str, float]:
+    """Arm -> its learning rate, for the arms whose rate the scan (`scan_table`) has chosen: a tuned arm
+    whose scan needs no further run (`tuned_rates`), at its best rate, and every trick at
+    `transfer_arms.REFERENCE`'s once that is chosen. An arm still being scanned is left out: a verdict run
+    at a provisional rate would be judged at a rate no rule chose."""
+    tuned = tuned_rates(table)
+    chosen = {
+        arm: float(lr) for arm, lr, needs in zip(tuned["arm"], tuned["best rate"], tuned["next"]) if not needs
+    }
+    if transfer_arms.REFERENCE in chosen:
+        reference = chosen[transfer_arms.REFERENCE]
+        chosen |= {arm: reference for arm in transfer_arms.ARMS if arm not in transfer_arms.TUNED}
+    return chosen
+
+
+def verdicts(settings: Profile, table: pd.DataFrame, store: str | Path | None = None) -> SweepResult | None:
+    """The verdict runs `store` (default: the profile's) holds, loaded, nothing trained: every arm of
+    `arms(settings)` with a chosen rate (`chosen_rates` of the scan `table`) whose runs on every fresh seed
+    (`transfer_arms.fresh_seeds`) are stored at that rate; None where no arm has them all. An arm with some
+    fresh seeds stored waits for the rest: a row is judged on the seeds the design gives it."""
+    where = settings.runs_dir() if store is None else store
+    chosen = {a: lr for a, lr in chosen_rates(table).items() if a in transfer_arms.arms(settings)}
+    held = []
+    for arm, lr in chosen.items():
+        point = transfer_arms.verdict_point(settings, arm, lr)
+        seeded = [(point, point.config.replace(seed=s)) for s in transfer_arms.fresh_seeds(settings)]
+        if all(is_current(run_dir(c, where)) for _, c in seeded):
+            held += seeded
+    return paired_runs.run_seeded(held, where, progress=False) if held else None
+
+
+VERDICT_COLUMNS = (*reversals.KEYS, *reversals.CARRIED, "adjusted verdict")
+"""the columns of a verdict table that `transfer_arms.transfer_table` reads"""
+
+
+def bed_table(result: SweepResult | None) -> pd.DataFrame:
+    """The bed's verdict table (`transfer_arms.table`: the rows whose arms `result` holds, one family under
+    Holm); with no such row (or no `result`), an empty table with `VERDICT_COLUMNS`, every row then
+    'not run yet' in the transfer table."""
+    labels = set() if result is None else set(result.runs["label"])
+    if transfer_arms.REFERENCE not in labels or not any({t, c} <= labels for *_, t, c in transfer_arms.ROWS):
+        return pd.DataFrame(columns=list(VERDICT_COLUMNS))
+    assert result is not None
+    return transfer_arms.table(result)
+
+
+def base_rows(schemes: pd.DataFrame, tricks: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """The base's verdicts in `VERDICT_COLUMNS`, from notebook 16's primary tables at 60 steps: the fresh-seed
+    side of its tuned scheme table (`schemes`: `scheme_sensitivity.best_rate_table` with the confirmation's
+    scores, its rows judged against `margin`) and its tuned trick table (`tricks`:
+    `scheme_sensitivity.trick_table`). Each keeps the words of its own family (the scheme rows' Holm
+    family, the tricks' Holm family)."""
+    side = " fresh seeds"
+    carried = [c for c in (*reversals.CARRIED, "adjusted verdict") if c != "margin"]
+    missing = [f"{c}{side}" for c in carried if f"{c}{side}" not in schemes]
+    if missing:
+        raise ValueError(
+            f"the scheme table lacks {missing}: give best_rate_table with the fresh seeds' scores"
+        )
+    scheme = schemes[reversals.KEYS].assign(**{c: schemes[f"{c}{side}"] for c in carried}, margin=margin)
+    return pd.concat([scheme, tricks], ignore_index=True)[list(VERDICT_COLUMNS)]
+
+
+def transfer_markdown(table: pd.DataFrame, settings: Profile) -> str:
+    """The transfer table (`transfer_arms.transfer_table` of `base_rows` and `bed_table`) as GitHub markdown
+    under its caption: per row, each side's adjusted word (its raw word beside it where that differs) with
+    its effect, 95% interval and seeds in its own bed's score units and margin, and the change between the
+    adjusted words (`analysis.reversals.change`)."""
+    head = ["row", "kind", "base (60 steps)", "pretrained bed", "change"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table.to_dict("records"):
+        cells = [_side(r, name) for name in ("base", "pretrained")]
+        lines.append(f"| {r['row']} | {r['kind']} | {cells[0]} | {cells[1]} | {r['change']} |")
+    caption = (
+        f"Verdicts on the base (embedded character model, notebook 16's tuned tables at 60 steps) beside "
+        f"the {pretrained_bed.described(settings)}, {settings.steps} steps; each word the adjusted one of "
+        f"its own family under Holm (base: the tuned scheme rows, the tuned tricks; bed: "
+        f"{transfer_arms.FAMILY.what}), the raw word of the row's 95% interval beside it where it differs; "
+        "each effect in its own bed's headline units against its own margin. Change between the adjusted "
+        "words: held, reversed, appears, vanishes, settled, open (the bed undecided)."
+    )
+    return "\n".join([caption, "", *lines]) + "\n"
+
+
+def _side(row: dict, name: str) -> str:
+    """One side's cell: the adjusted word, effect, interval, seeds and margin, or why there is none."""
+    verdict = row[f"verdict ({name})"]
+    if pd.isna(verdict):
+        return transfer_arms.NO_BASE_ROW if name == "base" else transfer_arms.NOT_RUN
+    low, high = row[f"ci_low ({name})"], row[f"ci_high ({name})"]
+    interval = "no interval" if pd.isna(low) else f"[{low:+.3f}, {high:+.3f}]"
+    word, raw = (verdict_table.WORDS.get(v, v) for v in (verdict, row[f"{transfer_arms.RAW} ({name})"]))
+    before = "" if raw == word else f" (raw: {raw})"
+    return (
+        f"{word}{before}: {row[f'effect ({name})']:+.3f} {interval}, {int(row[f'seeds ({name})'])} seeds, "
+        f"margin {row[f'margin ({name})']:.3f}"
+    )
 
 
 def runs(points: Sequence[Point], settings: Profile, store: str | Path | None = None) -> list[Config]:

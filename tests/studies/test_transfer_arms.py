@@ -86,6 +86,8 @@ def test_the_scan_follows_the_labs_one_rule_and_names_what_it_needs_next():
     assert tuned.loc["dr_grpo", "next"] == "3e-05 seed 0"
     start = transfer.scan_runs(FULL, scan)
     unscanned = [a for a in transfer.TUNED if a not in set(scan["arm"])]
+    begun = [a for a, _, _ in start[: len(transfer.next_runs(scan))]]
+    assert set(begun) == {"cispo", "gspo", "dr_grpo"}, "an arm begun comes before an arm not begun"
     assert {(a, transfer.rate(f), s) for a, f, s in start if a in unscanned} == {
         (a, lr, 0) for a in unscanned for lr in transfer.RATES
     }
@@ -126,7 +128,10 @@ def test_the_transfer_table_reads_the_adjusted_words_and_marks_rows_one_side_lac
             ("dapo", "scheme", "better"),
         ]
     )
-    found = transfer.transfer_table(base, bed).set_index(["row", "kind"])["change"]
+    joined = transfer.transfer_table(base, bed).set_index(["row", "kind"])
+    assert joined.loc[("grpo_no_kl", "scheme"), f"{transfer.RAW} (pretrained)"] == "better"
+    assert joined.loc[("grpo_no_kl", "scheme"), "verdict (pretrained)"] == "worse, size unsure"
+    found = joined["change"]
     assert len(found) == len(transfer.ROWS)
     assert found[("grpo_no_kl", "scheme")] == "held" and found[("gspo", "scheme")] == "reversed"
     assert found[("dapo", "scheme")] == transfer.NO_BASE_ROW
