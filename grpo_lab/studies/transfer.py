@@ -4,7 +4,7 @@ model, hold on a real pretrained language model? Its bed is `comparisons.pretrai
 and verdict design are `comparisons.transfer_arms`.
 
 - `settings` / `design` / `run`: the bed's costed pilot, grpo at each of `pretrained_bed.PILOT_RATES` on
-  the pilot's seed: the bed's start (greedy accuracy before the first update), what grpo gains, the best
+  the pilot's seeds: the bed's start (greedy accuracy before the first update), what grpo gains, the best
   rate bracketed, and what a step costs in each phase;
 - `pilot_table` (`pretrained_bed.pilot_table`), `conditions` (the start and gain conditions the bed must
   meet, read from its own runs), `figure` (the pilot's validation curves and answer length per rate);
@@ -27,8 +27,10 @@ and verdict design are `comparisons.transfer_arms`.
 - `transfer_runs`: the whole transfer study as far as the store lets its scan's rule see, which
   `scripts/transfer_study.py --status` prices before it is run.
 
-The pilot's runs are the scan's runs of grpo on seed 0 (the same configurations, shared through the store)."""
+The pilot's runs are the scan's runs of grpo on seeds 0 and 1 (the same configurations, shared through the
+store)."""
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from grpo_lab.analysis import multiplicity, plots, problems, reversals, scores, tuning, verdict_table
+from grpo_lab.analysis import multiplicity, plots, power, problems, reversals, scores, tuning, verdict_table
 from grpo_lab.analysis.power import ALPHA, paired
 from grpo_lab.analysis.scores import HEADLINE, final_entropy
 from grpo_lab.comparisons import paired as paired_runs
@@ -84,8 +86,9 @@ def pilot_table(result: SweepResult) -> pd.DataFrame:
 
 def conditions(table: pd.DataFrame) -> pd.DataFrame:
     """The bed's conditions read from its pilot (`pilot_table`): every run starts at a greedy accuracy within
-    `START_RANGE`, and the best rate (by headline) is bracketed and gains on both greedy accuracy and the
-    headline; one row per condition with the measured value and whether it holds."""
+    `START_RANGE`, and the best rate (by the headline's mean over the pilot's seeds) is bracketed and gains
+    on both greedy accuracy and the headline (means over those seeds); one row per condition with the
+    measured value and whether it holds."""
     by_rate = table.groupby("learning rate")[["headline", "gain", "greedy start", "greedy end"]].mean()
     best = float(by_rate["headline"].idxmax())
     low, high = START_RANGE
@@ -138,18 +141,28 @@ def scan_figure(table: pd.DataFrame, settings: Profile) -> plt.Figure:
     )
 
 
+NOISE_SEEDS = (3, 6)
+"""`noise`'s seed counts: the sequential rule's first and second looks"""
+
+
 def noise(result: SweepResult, table: pd.DataFrame) -> pd.DataFrame:
     """What decides a comparison on the bed (`analysis.scores.examine`, as notebook 12 reads the base): for
     each candidate score, its seed-to-seed sd over `transfer_arms.REFERENCE`'s runs at its best rate in
     `table` (`scan_table` of `result`, the scan's runs), what grpo gains there, their ratio, and its
-    Spearman correlation with the final entropy across every run of the scan; with the rate and its seeds."""
+    Spearman correlation with the final entropy across every run of the scan; with the rate, and the
+    smallest paired effect `NOISE_SEEDS` seeds would detect (`analysis.power.mde_factor`) as a fraction
+    of the gain, were two arms' runs on a seed no more alike than two seeds of one arm (sd(d) = sqrt(2) sd:
+    what pairing gains is not measured until the verdict runs exist). The margin is 0.15 of the gain."""
     reference = transfer_arms.REFERENCE
     best = tuning.best_rates(table, "arm")[reference]
     runs = result.runs[(result.runs["arm"] == reference) & (result.runs["factor"] == best)]
     metrics = result.metrics[result.metrics["label"].isin(runs["label"])]
-    return scores.examine(result.metrics, metrics).assign(
-        arm=reference, **{"learning rate": transfer_arms.rate(best)}
+    found = scores.examine(result.metrics, metrics).assign(
+        arm=reference, **{"learning rate": f"{transfer_arms.rate(best):g}"}
     )
+    for n in NOISE_SEEDS:
+        found[f"mde / gain, {n} seeds"] = power.mde_factor(n) * math.sqrt(2 / n) * found["sd / gain"]
+    return found
 
 
 def chosen_rates(table: pd.DataFrame) -> dict[str, float]:

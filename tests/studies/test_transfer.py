@@ -45,7 +45,9 @@ def test_the_notebook_plans_the_pilot_and_the_study_is_priced_from_the_scans_sta
     scanned = len(transfer_arms.TUNED) * len(transfer_arms.RATES)  # the scan's start: seed 0 at every rate
     judged = len(transfer_arms.ARMS) * len(transfer_arms.FRESH_SEEDS)
     assert len({run_dir(c, tmp_path) for c in study}) == len(study) == scanned + judged
-    assert {run_dir(c, tmp_path) for c in pilot} <= {run_dir(c, tmp_path) for c in study}  # shared runs
+    first = {run_dir(c, tmp_path) for c in pilot if c.seed == transfer_arms.TUNING_SEEDS[0]}
+    assert first and first <= {run_dir(c, tmp_path) for c in study}  # shared runs: the scan's start
+    assert set(pretrained_bed.PILOT.seeds) <= set(transfer_arms.TUNING_SEEDS)  # the rest, its seed 1
 
 
 def bed_runs(shifts: dict[str, dict[str, float]], seeds: int = 4) -> SweepResult:
@@ -123,9 +125,12 @@ def test_the_beds_noise_is_read_over_grpos_seeds_at_its_best_rate_only():
     table = pd.DataFrame([{"arm": "grpo", "factor": f, "mean": sum(pair) / 2} for f, pair in values.items()])
     noise = transfer.noise(result, table).set_index("score")
     sampled = noise.loc["sampled accuracy"]
-    assert sampled["learning rate"] == transfer_arms.rate(1.0)
+    assert sampled["learning rate"] == f"{transfer_arms.rate(1.0):g}"
     assert sampled["gain"] == pytest.approx(0.2) and sampled["sd"] == pytest.approx(0.04 / np.sqrt(2))
     assert sampled["sd / gain"] == pytest.approx(0.04 / np.sqrt(2) / 0.2)
+    first_look = sampled["mde / gain, 3 seeds"] / sampled["sd / gain"]
+    assert first_look == pytest.approx((4.303 + 1.061) * np.sqrt(2 / 3), abs=0.01)  # t(.975, 2) + t(.8, 2)
+    assert sampled["mde / gain, 6 seeds"] < sampled["mde / gain, 3 seeds"]
     assert sampled["runs"] == 6 and sampled["spearman with final entropy"] == pytest.approx(-1.0)
     assert np.isnan(noise.loc["pass@4", "gain"])  # not logged: no gain, no ratio
 
