@@ -66,7 +66,7 @@ def main() -> None:
                 shown = scan.round({"factor": 4, "mean": 4, "greedy": 4, "pass@4": 4, "sd": 4})
                 print(
                     shown.to_string(index=False),
-                    transfer.tuned_rates(scan).to_string(index=False),
+                    transfer.tuned_rates(scan, transfer.rates(settings)).to_string(index=False),
                     sep="\n\n",
                 )
             print(
@@ -88,7 +88,7 @@ def main() -> None:
         return
     if scan is None:
         raise SystemExit("no run of the scan is stored; run --scan first")
-    tuned = transfer.tuned_rates(scan)
+    tuned = transfer.tuned_rates(scan, transfer.rates(settings))
     missing = sorted(set(transfer.TUNED) - set(tuned["arm"]))
     open_arms = list(tuned.loc[tuned["next"] != "", "arm"])
     if open_arms or missing:

@@ -25,6 +25,7 @@ vanishes, settled, open).
 Every run of the study is a run of the bed's configuration with one thing changed, so the runs of two
 studies that ask for the same configuration are shared through the store, the pilot's included."""
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -198,11 +199,26 @@ def scan_spread(scan: pd.DataFrame) -> power.Spread:
     return tuning.spread(scan)
 
 
-def next_runs(scan: pd.DataFrame) -> list[tuple[str, float, int]]:
-    """The (arm, factor, seed) runs the scan needs next by the lab's one rule (`analysis.tuning.next_runs`:
-    extend a best rate at an end on seed 0, add the next tuning seed to a best rate and a neighbour it does
-    not lead beyond the noise of `scan_spread`), within `reach`."""
-    return tuning.next_runs(scan, "arm", scan_spread(scan).sd, TUNING_SEEDS, reach())
+def next_runs(scan: pd.DataFrame, start: Sequence[float] = RATES) -> list[tuple[str, float, int]]:
+    """The (arm, factor, seed) runs the scan needs next: first, for an arm `scan` holds without one of the
+    starting rates `start` on the first tuning seed (a piece trained in a sitting may stop between them),
+    the rates it lacks; then, for the arms that hold all of them, the lab's one rule
+    (`analysis.tuning.next_runs`: extend a best rate at an end on seed 0, add the next tuning seed to a
+    best rate and a neighbour it does not lead beyond the noise of `scan_spread`), within `reach`."""
+    first = TUNING_SEEDS[0]
+    held = {
+        arm: [f for f, seeds in zip(rows["factor"], rows["seeds"]) if first in seeds]
+        for arm, rows in scan.groupby("arm", sort=False)
+    }
+    lacking = [
+        (arm, factor(lr), first)
+        for arm, factors in held.items()
+        for lr in start
+        if not any(math.isclose(factor(lr), f, rel_tol=1e-9) for f in factors)
+    ]
+    whole = scan[~scan["arm"].isin({arm for arm, _, _ in lacking})]
+    ruled = tuning.next_runs(whole, "arm", scan_spread(scan).sd, TUNING_SEEDS, reach()) if len(whole) else []
+    return lacking + ruled
 
 
 def scan_runs(settings: Profile, scan: pd.DataFrame | None) -> list[tuple[str, float, int]]:
@@ -211,13 +227,13 @@ def scan_runs(settings: Profile, scan: pd.DataFrame | None) -> list[tuple[str, f
     tuning seed. An arm begun is finished first: its seed 1 gives the seed-to-seed sd that settles every
     other arm's bracket, and a study trained a piece per sitting then leaves fewer arms half-scanned."""
     held = set() if scan is None else set(scan["arm"])
-    start = [
+    begin = [
         (arm, factor(lr), settings.seeds[0])
         for arm in TUNED
         if arm in arms(settings) and arm not in held
         for lr in rates(settings)
     ]
-    return ([] if scan is None else next_runs(scan)) + start
+    return ([] if scan is None else next_runs(scan, rates(settings))) + begin
 
 
 def scan_points(settings: Profile, wanted: Sequence[tuple[str, float, int]]) -> list[tuple[Point, Config]]:
@@ -232,11 +248,12 @@ def scan_points(settings: Profile, wanted: Sequence[tuple[str, float, int]]) -> 
     return found
 
 
-def tuned_rates(scan: pd.DataFrame) -> pd.DataFrame:
+def tuned_rates(scan: pd.DataFrame, start: Sequence[float] = RATES) -> pd.DataFrame:
     """Per tuned arm of `scan_table`: its best learning rate, the seeds stored there, whether the best is
     bracketed (a lower mean on each side) and settled (`analysis.tuning.settled` against `scan_spread`),
-    and the runs the scan needs next (`next_runs`), empty once the rate is chosen."""
-    found = tuning.summary(scan, "arm", scan_spread(scan).sd, next_runs(scan))
+    and the runs the scan needs next (`next_runs` from the starting rates `start`), empty once the rate is
+    chosen."""
+    found = tuning.summary(scan, "arm", scan_spread(scan).sd, next_runs(scan, start))
     named = found.assign(
         best=found["best"].map(rate),
         next=found["next"].map(lambda runs: ", ".join(f"{rate(f):g} seed {s}" for f, s in runs)),

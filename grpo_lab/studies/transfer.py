@@ -123,9 +123,15 @@ def scan(settings: Profile, store: str | Path | None = None) -> SweepResult:
 
 
 scan_table = transfer_arms.scan_table
-tuned_rates = transfer_arms.tuned_rates
 scan_spread = transfer_arms.scan_spread
 transfer_table = transfer_arms.transfer_table
+
+
+def tuned_rates(table: pd.DataFrame, settings: Profile) -> pd.DataFrame:
+    """Each tuned arm's best rate so far in the scan `table` (`scan_table`), whether it is bracketed and
+    settled, and the runs the rule needs next from the profile's starting rates
+    (`transfer_arms.tuned_rates`); empty `next` once the rate is chosen."""
+    return transfer_arms.tuned_rates(table, transfer_arms.rates(settings))
 
 
 def scan_figure(table: pd.DataFrame, settings: Profile) -> plt.Figure:
@@ -165,12 +171,12 @@ def noise(result: SweepResult, table: pd.DataFrame) -> pd.DataFrame:
     return found
 
 
-def chosen_rates(table: pd.DataFrame) -> dict[str, float]:
+def chosen_rates(table: pd.DataFrame, settings: Profile) -> dict[str, float]:
     """Arm -> its learning rate, for the arms whose rate the scan (`scan_table`) has chosen: a tuned arm
     whose scan needs no further run (`tuned_rates`), at its best rate, and every trick at
     `transfer_arms.REFERENCE`'s once that is chosen. An arm still being scanned is left out: a verdict run
     at a provisional rate would be judged at a rate no rule chose."""
-    tuned = tuned_rates(table)
+    tuned = tuned_rates(table, settings)
     chosen = {
         arm: float(lr) for arm, lr, needs in zip(tuned["arm"], tuned["best rate"], tuned["next"]) if not needs
     }
@@ -186,7 +192,7 @@ def verdicts(settings: Profile, table: pd.DataFrame, store: str | Path | None = 
     (`transfer_arms.fresh_seeds`) are stored at that rate; None where no arm has them all. An arm with some
     fresh seeds stored waits for the rest: a row is judged on the seeds the design gives it."""
     where = settings.runs_dir() if store is None else store
-    chosen = {a: lr for a, lr in chosen_rates(table).items() if a in transfer_arms.arms(settings)}
+    chosen = {a: lr for a, lr in chosen_rates(table, settings).items() if a in transfer_arms.arms(settings)}
     held = []
     for arm, lr in chosen.items():
         point = transfer_arms.verdict_point(settings, arm, lr)

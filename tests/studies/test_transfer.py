@@ -10,6 +10,8 @@ from grpo_lab.experiments import SweepResult
 from grpo_lab.experiments.store import run_dir
 from grpo_lab.studies import transfer
 
+FULL = transfer.settings("full")
+
 
 def pilot_rows(starts: list[float], headlines: list[float], greedy_end: list[float]) -> pd.DataFrame:
     rates = pretrained_bed.PILOT_RATES
@@ -168,12 +170,13 @@ def test_a_rate_is_chosen_once_the_scan_needs_no_run_and_tricks_wait_for_grpos()
     table = scan_of(
         {"grpo": (3e-6, 2, 0.1), "gspo": (3e-6, 1, 0.1), "cispo": (1e-6, 1, 0.1), "dr_grpo": (3e-6, 1, 0.01)}
     )
-    chosen = transfer.chosen_rates(table)
+    chosen = transfer.chosen_rates(table, FULL)
     tricks = [a for a in transfer_arms.ARMS if a not in transfer_arms.TUNED]
     assert chosen == {"grpo": 3e-6, "gspo": 3e-6} | {a: 3e-6 for a in tricks}
     unsettled = scan_of({"grpo": (3e-6, 1, 0.01), "gspo": (3e-6, 2, 0.1)})
-    assert transfer.chosen_rates(unsettled) == {"gspo": 3e-6}  # grpo's rate not chosen: no trick either
-    assert transfer.chosen_rates(table[table["arm"] != "grpo"]) == {}  # no second seed: no sd, none settled
+    assert transfer.chosen_rates(unsettled, FULL) == {"gspo": 3e-6}  # grpo's rate not chosen: no trick either
+    one_seed = table[table["arm"] != "grpo"]
+    assert transfer.chosen_rates(one_seed, FULL) == {}  # no second seed: no sd, none settled
 
 
 def test_the_verdicts_load_only_chosen_arms_with_every_fresh_seed_stored(monkeypatch, tmp_path):
@@ -193,7 +196,7 @@ def test_the_verdicts_load_only_chosen_arms_with_every_fresh_seed_stored(monkeyp
     assert {p.label for p, _ in loaded} == {"grpo", *tricks}
     assert {c.seed for _, c in loaded} == set(transfer_arms.FRESH_SEEDS)
     assert {c.learning_rate for _, c in loaded} == {3e-6}
-    assert "gspo" in transfer.chosen_rates(table)  # chosen, but one fresh seed short
+    assert "gspo" in transfer.chosen_rates(table, FULL)  # chosen, but one fresh seed short
     monkeypatch.setattr(transfer, "is_current", lambda where: False)
     assert transfer.verdicts(settings, table, tmp_path) is None
 

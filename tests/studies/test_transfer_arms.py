@@ -93,7 +93,8 @@ def test_the_scan_follows_the_labs_one_rule_and_names_what_it_needs_next():
     }
     points = transfer.scan_points(FULL, start)
     assert all(c.learning_rate == p.columns["learning_rate"] and c.seed in (0, 1) for p, c in points)
-    far = pd.DataFrame(scan_rows("cispo", {transfer.rate(min(transfer.reach())): 0.4, 1e-6: 0.3}, (0,)))
+    lowest = transfer.rate(min(transfer.reach()))
+    far = pd.DataFrame(scan_rows("cispo", {lowest: 0.4, 1e-6: 0.3, 3e-6: 0.2, 1e-5: 0.1}, (0,)))
     with pytest.raises(ValueError, match="beyond the scan's reach"):
         transfer.next_runs(far)
 
@@ -138,3 +139,19 @@ def test_the_transfer_table_reads_the_adjusted_words_and_marks_rows_one_side_lac
     assert found[("cispo", "scheme")] == transfer.NOT_RUN
     with pytest.raises(ValueError, match="lacks the columns"):
         transfer.transfer_table(base.drop(columns="margin"), bed)
+
+
+def test_an_arm_stopped_between_its_starting_rates_takes_the_rest_before_the_rule_reads_it():
+    """dr_grpo holds 1e-6 and 3e-6 on seed 0 (a sitting's piece ended there): it takes 1e-5, not an
+    extension from what looks like a best at the top; grpo, whole, follows the rule."""
+    scan = pd.DataFrame(
+        scan_rows("grpo", {1e-6: 0.20, 3e-6: 0.34, 1e-5: 0.25}, (0, 1))
+        + scan_rows("dr_grpo", {1e-6: 0.20, 3e-6: 0.30}, (0,))
+    )
+    assert transfer.next_runs(scan) == [("dr_grpo", transfer.factor(1e-5), 0)]
+    tuned = transfer.tuned_rates(scan).set_index("arm")
+    assert tuned.loc["dr_grpo", "next"] == "1e-05 seed 0" and tuned.loc["grpo", "next"] == ""
+    alone = pd.DataFrame(scan_rows("gspo", {3e-6: 0.3}, (0,)))
+    starts = [(f, s) for _, f, s in transfer.next_runs(alone)]
+    assert starts == [(transfer.factor(1e-6), 0), (transfer.factor(1e-5), 0)]  # the full profile's start
+    assert len(transfer.next_runs(alone, transfer.RATES[1:2])) == 1  # smoke starts at 3e-6: the rule extends
