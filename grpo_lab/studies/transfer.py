@@ -154,13 +154,16 @@ NOISE_SEEDS = (3, 6)
 def noise(result: SweepResult, table: pd.DataFrame) -> pd.DataFrame:
     """What decides a comparison on the bed (`analysis.scores.examine`, as notebook 12 reads the base): for
     each candidate score, its seed-to-seed sd over `transfer_arms.REFERENCE`'s runs at its best rate in
-    `table` (`scan_table` of `result`, the scan's runs), what grpo gains there, their ratio, and its
+    `table` (`scan_table` of `result`, the scan's runs) among the rates with two seeds or more (any rate
+    where none has two), what grpo gains there, their ratio, and its
     Spearman correlation with the final entropy across every run of the scan; with the rate, and the
     smallest paired effect `NOISE_SEEDS` seeds would detect (`analysis.power.mde_factor`) as a fraction
     of the gain, were two arms' runs on a seed no more alike than two seeds of one arm (sd(d) = sqrt(2) sd:
     what pairing gains is not measured until the verdict runs exist). The margin is 0.15 of the gain."""
     reference = transfer_arms.REFERENCE
-    best = tuning.best_rates(table, "arm")[reference]
+    mine = table[table["arm"] == reference]
+    spread = mine[mine["n"] >= 2]
+    best = tuning.best_rates(spread if len(spread) else mine, "arm")[reference]
     runs = result.runs[(result.runs["arm"] == reference) & (result.runs["factor"] == best)]
     metrics = result.metrics[result.metrics["label"].isin(runs["label"])]
     found = scores.examine(result.metrics, metrics).assign(

@@ -125,6 +125,8 @@ def test_the_beds_noise_is_read_over_grpos_seeds_at_its_best_rate_only():
     values = {1 / 3: (0.15, 0.17), 1.0: (0.28, 0.32), 10 / 3: (0.20, 0.30)}
     result = scan_runs(values)
     table = pd.DataFrame([{"arm": "grpo", "factor": f, "mean": sum(pair) / 2} for f, pair in values.items()])
+    one_seed = {"arm": "grpo", "factor": 10.0, "mean": 0.5, "n": 1}  # a better mean on one seed: no sd
+    table = pd.concat([table.assign(n=2), pd.DataFrame([one_seed])], ignore_index=True)
     noise = transfer.noise(result, table).set_index("score")
     sampled = noise.loc["sampled accuracy"]
     assert sampled["learning rate"] == f"{transfer_arms.rate(1.0):g}"
