@@ -9,8 +9,10 @@ and every finished run stays in the store.
   rate where a best is at an end and seed 1 where a bracket is not settled, then every tuned arm not yet
   begun at the scan's rates on seed 0); `--max-runs N` trains the first N of them, a piece that fits a
   sitting (a run cut off by the end of a sitting is lost, a finished one stays).
-- `--verdicts` trains every arm at its tuned rate on the fresh seeds (`verdict_design`), once no tuned arm
-  needs another scan run (an error names those that do), and prints the bed's verdict table.
+- `--verdicts` trains, on the fresh seeds, every arm whose rate the scan has chosen
+  (`grpo_lab.studies.transfer.chosen_rates`: a tuned arm whose scan needs no further run, a trick once
+  grpo's is chosen; the others are named and wait), then prints the bed's verdict table over the rows
+  whose arms have all their fresh seeds stored (`verdicts`, `bed_table`), as notebook 18 reads it.
 
 The plan is printed before anything trains; runs already stored are loaded.
 
@@ -88,23 +90,18 @@ def main() -> None:
         return
     if scan is None:
         raise SystemExit("no run of the scan is stored; run --scan first")
-    tuned = transfer.tuned_rates(scan, transfer.rates(settings))
-    missing = sorted(set(transfer.TUNED) - set(tuned["arm"]))
-    open_arms = list(tuned.loc[tuned["next"] != "", "arm"])
-    if open_arms or missing:
-        raise SystemExit(f"the scan is not done for {open_arms + missing}; run --scan first")
-    best = dict(zip(tuned["arm"], tuned["best rate"]))
-    points = [p for p in transfer.verdict_design(settings, best) if p.label in args.arms]
+    chosen = transfer_study.chosen_rates(scan, settings)
+    waiting = [a for a in args.arms if a not in chosen]
+    if waiting:
+        print(f"no rate chosen yet for {waiting}: their verdict runs wait for the scan (--scan)")
+    points = [transfer.verdict_point(settings, a, lr) for a, lr in chosen.items() if a in args.arms]
     seeded = [(p, p.config.replace(seed=s)) for s in transfer.fresh_seeds(settings) for p in points]
     left = [(p, c) for p, c in seeded if not is_current(run_dir(c, args.store))]
-    now = left[: args.max_runs]
-    train(now, args.store, args.workers)
-    if len(left) > len(now):
-        print(f"{len(left) - len(now)} verdict runs left to train; the table waits for them")
-        return
-    result = paired.run_seeded(seeded, args.store, progress=False)
+    if left:
+        train(left[: args.max_runs], args.store, args.workers)
+    judged = transfer_study.verdicts(settings, scan, args.store)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(transfer.table(result).round(4).to_string(index=False))
+        print(transfer_study.bed_table(judged).round(4).to_string(index=False))
 
 
 if __name__ == "__main__":
