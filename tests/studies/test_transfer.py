@@ -90,8 +90,10 @@ def test_published_effects_read_each_papers_direction_from_its_interval():
     ).all()
     fewer = transfer.published_effects(bed_runs({"grpo": {}, "gspo": {"score": 0.05}}))
     assert list(fewer["paper"]) == ["GSPO"]
-    with pytest.raises(ValueError, match="no published effect has both its arms"):
-        transfer.published_effects(bed_runs({"grpo": {}}))
+    for waiting in (bed_runs({"grpo": {}}), None):  # no pair stored yet: no row, the table's columns
+        empty = transfer.published_effects(waiting)
+        assert empty.empty and list(empty.columns) == list(transfer.PUBLISHED_COLUMNS)
+    assert list(table.reset_index().columns) == list(transfer.PUBLISHED_COLUMNS)
 
 
 def test_the_problem_checks_run_on_the_beds_arms():
@@ -104,6 +106,9 @@ def test_the_problem_checks_run_on_the_beds_arms():
     ]
     assert list(checks["present"]) == [True, False, False]
     assert len(transfer.problems_present(bed_runs({"grpo": {}}))) == 2  # no length pair: two checks
+    for waiting in (bed_runs({"dr_grpo": {}}), None):  # grpo's runs not stored yet: no check
+        empty = transfer.problems_present(waiting)
+        assert empty.empty and list(empty.columns) == list(checks.columns)
 
 
 def scan_runs(values: dict[float, tuple[float, float]]) -> SweepResult:
