@@ -45,23 +45,29 @@ from grpo_lab.profiles import Budget, Profile
 REFERENCE = "grpo"
 """the arm every row's margin is read from (its gain), and whose tuned rate the tricks run at"""
 DAPO = PRESETS["dapo"].changes
+REFILL_ROUNDS = {"dynamic_sampling_max_rounds": 32}
+"""the cap on dynamic sampling's extra rounds for the arms that use it (4 by default): the bed's policy
+saturates, so few groups keep mixed rewards. DAPO's recipe at 1e-5, seed 0, used all 4 extra rounds at
+steps 1 and 24 and stopped at step 25 with 3 of its 4 groups filled from 20 prompts. verl's cap
+(`filter_groups.max_num_gen_batches`) is unlimited by default. 32 draws up to 132 prompts a step; a round
+drawn costs its sampling, and the row's cost column counts it"""
 ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "grpo": ("grpo", {}),
     "grpo_no_kl": ("grpo_no_kl", {}),
     "dr_grpo": ("dr_grpo", {}),
-    "dapo": ("dapo", {}),
+    "dapo": ("dapo", REFILL_ROUNDS),
     "clip_higher": ("grpo", {"eps_high": DAPO["eps_high"]}),
     "token_mean": ("grpo", {"aggregation": DAPO["aggregation"]}),
     "gspo": ("gspo", {}),
     "cispo": ("cispo", {}),
-    "dynamic_sampling": ("grpo", TRICKS["dynamic_sampling"]),
+    "dynamic_sampling": ("grpo", {**TRICKS["dynamic_sampling"], **REFILL_ROUNDS}),
     "overlong_shaping": ("grpo", TRICKS["overlong_shaping"]),
     "adaptive_entropy": ("grpo", TRICKS["adaptive_entropy"]),
     "dynamic_group_size": ("grpo", TRICKS["dynamic_group_size"]),
 }
 """arm -> (preset, the fields it changes over that preset on the bed): the schemes by their presets,
 DAPO's clip-higher and token-level loss alone over grpo at the recipe's own values, the tricks at
-`presets.TRICKS`' levels"""
+`presets.TRICKS`' levels; the arms that sample dynamically refill up to `REFILL_ROUNDS`"""
 TUNED = ("grpo", "grpo_no_kl", "dr_grpo", "dapo", "clip_higher", "token_mean", "gspo", "cispo")
 """the arms whose change is to the objective, each scanned for its own rate; a trick runs at grpo's"""
 ROWS: tuple[tuple[str, str, str, str], ...] = (

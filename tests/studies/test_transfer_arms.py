@@ -8,6 +8,7 @@ import pytest
 from grpo_lab.analysis.activity import ACTIVITY
 from grpo_lab.comparisons import pretrained_bed, scheme_arms
 from grpo_lab.comparisons import transfer_arms as transfer
+from grpo_lab.config import Config
 from grpo_lab.presets import INCIDENTAL, PRESETS
 
 FULL = transfer.settings("full")
@@ -27,6 +28,20 @@ def test_each_row_changes_its_mechanism_alone_against_its_comparator():
             own -= set(INCIDENTAL.get(preset, ()))
         assert changed(t, c) == own, name
         assert name in ACTIVITY, f"row {name} has no activity measure"
+
+
+def test_only_the_arms_that_sample_dynamically_refill_up_to_the_beds_cap():
+    default = Config().dynamic_sampling_max_rounds
+    sampling = set()
+    for arm in transfer.ARMS:
+        config = transfer.arm_config(FULL, arm, 1e-5)
+        if config.dynamic_sampling:
+            sampling.add(arm)
+            assert config.dynamic_sampling_max_rounds == transfer.REFILL_ROUNDS["dynamic_sampling_max_rounds"]
+        else:
+            assert config.dynamic_sampling_max_rounds == default, arm
+    assert sampling == {"dapo", "dynamic_sampling"}
+    assert transfer.REFILL_ROUNDS["dynamic_sampling_max_rounds"] > default
 
 
 def test_the_scheme_rows_are_keyed_as_the_base_keys_them():
