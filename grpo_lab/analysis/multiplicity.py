@@ -204,8 +204,9 @@ def adjust(table: pd.DataFrame, family: Family) -> pd.DataFrame:
 
 
 def family_size(table: pd.DataFrame) -> int:
-    """The comparisons of an adjusted table that are in its family (a finite p)."""
-    return int(np.isfinite(table["p"]).sum()) if "p" in table else 0
+    """The comparisons of an adjusted table that are in its family (a finite p). An empty table, whose
+    columns pandas holds as objects, has none."""
+    return int(np.isfinite(table["p"].astype(float)).sum()) if "p" in table else 0
 
 
 def raw_and_adjusted(raw: str, adjusted: str) -> str:

@@ -74,6 +74,12 @@ def test_a_row_with_too_few_seeds_or_a_zero_width_interval_is_outside_the_family
     assert out["adjusted verdict"].tolist() == ["better", "undecided", "too few seeds"]
 
 
+def test_an_empty_table_has_a_family_of_none():
+    empty = pd.DataFrame(columns=["row", "verdict", "adjusted verdict", "p"])  # pandas: object columns
+    assert multiplicity.family_size(empty) == 0
+    assert multiplicity.family_size(pd.DataFrame({"p": [None, 0.2]})) == 1
+
+
 def test_bad_controls_and_tables_are_refused():
     with pytest.raises(ValueError, match="unknown error-rate control 'sidak'; valid: holm, bh, bonferroni"):
         Family("rows", "sidak")

@@ -199,3 +199,10 @@ def test_the_plan_counts_the_confirmation_before_and_after_the_rates_are_known(t
     assert not {c.replace(seed=0).key() for c in extra} & own  # not runs the scheme study counts
     assert {c.seed for c in extra} == set(scheme_sensitivity.fresh_seeds(FULL))
     assert scheme_sensitivity.stored_rates(FULL, tmp_path) is None
+
+
+def test_a_trick_table_without_screened_tricks_still_renders_under_its_caption():
+    empty = pd.DataFrame(columns=["row", "verdict", "adjusted verdict", "p"])  # as trick_table gives it
+    text = scheme_sensitivity.trick_markdown(empty)
+    assert "(0 comparisons)" in text
+    assert text.rstrip().splitlines()[-1] == "|---|---|---|---|---|---|"
