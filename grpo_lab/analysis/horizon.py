@@ -21,8 +21,10 @@ def _runs(
     keys = [*_keys(by), "seed"]
     if metric not in df:
         raise ValueError(f"metric {metric!r} was not logged; columns: {', '.join(df.columns)}")
-    data = df[np.isfinite(pd.to_numeric(df[metric], errors="coerce"))].sort_values("step")
-    for key, run in data.groupby(keys, sort=False):
+    # A stable sort and sorted groups: the runs come in one order whatever the order of `df`'s rows, so
+    # a seeded bootstrap over them (`rank_correlation`) gives one interval.
+    data = df[np.isfinite(pd.to_numeric(df[metric], errors="coerce"))].sort_values("step", kind="stable")
+    for key, run in data.groupby(keys, sort=True):
         yield dict(zip(keys, key)), run
 
 

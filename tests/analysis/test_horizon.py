@@ -32,6 +32,17 @@ def test_early_and_final_use_the_first_share_of_steps_and_the_last_validation():
     assert table.iloc[0][["lr", "seed", "early", "final"]].tolist() == [0.1, 3, 0.5, 0.3]
 
 
+def test_runs_come_in_one_order_whatever_the_order_of_the_rows():
+    rng = np.random.default_rng(0)
+    pairs = [(lr, seed) for lr in (0.3, 0.1) for seed in (1, 0)]
+    runs = [run(lr, seed, rng.random(10), {9: rng.random()}, np.ones(10)) for lr, seed in pairs]
+    df = pd.concat(runs, ignore_index=True)
+    table = horizon.early_and_final(df, by="lr")
+    shuffled = horizon.early_and_final(df.sample(frac=1.0, random_state=1), by="lr")
+    pd.testing.assert_frame_equal(table, shuffled)
+    assert list(zip(table["lr"], table["seed"])) == [(0.1, 0), (0.1, 1), (0.3, 0), (0.3, 1)]
+
+
 def test_peak_and_drop():
     df = run(0.1, 0, np.zeros(4), {0: 0.2, 10: 0.6, 20: 0.6, 30: 0.35}, np.ones(4))
     row = horizon.peak_and_drop(df, by="lr").iloc[0]
