@@ -146,6 +146,22 @@ def _store_rename_preset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_pack(args: argparse.Namespace) -> int:
+    from grpo_lab.experiments.migrations import pack_store
+
+    root = Path(args.root) if args.root else PROFILES["full"].runs_dir()
+    done = pack_store(root, dry_run=args.dry_run)
+    for path, what in done:
+        print(f"{path.name}: {what}")
+    left = [path for path, what in done if what.startswith("left loose")]
+    print(
+        f"{len(done) - len(left)} runs {'to pack' if args.dry_run else 'packed'} in {root}; {len(left)} "
+        "left loose (not as sealed)",
+        file=sys.stderr,
+    )
+    return 1 if left else 0
+
+
 def _diagnose(args: argparse.Namespace) -> int:
     from grpo_lab.analysis.diagnostics import diagnose_run, format_findings
 
@@ -311,6 +327,16 @@ def main(argv: list[str] | None = None) -> int:
         "project root)",
     )
     rp.set_defaults(fn=_store_rename_preset)
+    pk = store_sub.add_parser(
+        "pack",
+        help="pack the loose records of runs sealed before records.zip (seal them again, same behaviour)",
+        description="Every sealed run that keeps config.json, summary.json, samples.jsonl or another JSON "
+        "record loose is sealed again under the behaviour version its manifest records, which packs them "
+        "into records.zip; a run whose files do not match its manifest is left as it is (exit 1).",
+    )
+    pk.add_argument("--root", default=None, help="the run store (default: the full profile's, results/)")
+    pk.add_argument("--dry-run", action="store_true", help="list what would be done, changing nothing")
+    pk.set_defaults(fn=_store_pack)
     d = sub.add_parser(
         "diagnose", help="print the automatic findings of a run (exit 1 on an error-level one)"
     )

@@ -43,7 +43,7 @@ from grpo_lab.experiments.store import run_dir
 from grpo_lab.experiments.store import state as store_state
 from grpo_lab.models.pretrained import is_pretrained
 from grpo_lab.profiles import PROFILES, Profile
-from grpo_lab.runlog import read_config, read_summary
+from grpo_lab.runlog import is_finished, read_config, read_summary
 from grpo_lab.studies import NOTEBOOKS
 
 CALIBRATION = Path(__file__).parent / "studies" / "calibration.json"
@@ -403,12 +403,12 @@ def measured_step_seconds(store: Path) -> dict[str, float]:
     """Sibling key (`_sibling`) -> the mean step time a finished run of that configuration measured
     (`time/step_s_mean` of its summary.json); runs whose config no longer loads are left out."""
     found: dict[str, float] = {}
-    for summary_file in sorted(store.glob("*/summary.json")):
-        summary = read_summary(summary_file.parent) or {}
+    for path in sorted(p for p in store.glob("*") if p.is_dir()):
+        summary = read_summary(path) or {}
         if "time/step_s_mean" not in summary:
             continue
         try:
-            config = Config.from_dict(read_config(summary_file.parent))
+            config = Config.from_dict(read_config(path))
         except (ValueError, TypeError, KeyError):  # a run of an older Config: its fields changed
             continue
         found[_sibling(config)] = float(summary["time/step_s_mean"])
@@ -522,7 +522,7 @@ class Progress:
         lines = []
         for path, run in list(self.pending.items()):
             failed = (path / "error.json").exists() and (path / "error.json").stat().st_mtime >= self.started
-            if not ((path / "summary.json").exists() or failed):
+            if not (is_finished(path) or failed):
                 continue
             del self.pending[path]
             self.done_seconds += run.seconds

@@ -4,13 +4,16 @@
 - `metrics.jsonl`: one JSON object per step, flushed every step (a crash loses at most one step)
 - `samples.jsonl`: a few completions with their rewards every K steps
 - `summary.json`: written last, atomically; its presence marks a finished run
-A run kept in a store is then sealed (`seal`): its metrics become `metrics.csv.gz` and `manifest.json`
-records the behaviour version that trained it and every file's checksum, so a torn or stale run is
-told from a current one (`run_state`). The readers know nothing of the trainer, so they work on runs
-made anywhere."""
+A run kept in a store is then sealed (`seal`): its metrics become `metrics.csv.gz`, its JSON records
+(config, summary, samples and any other) are packed into `records.zip`, and `manifest.json` records the
+behaviour version that trained it and every file's checksum, so a torn or stale run is told from a
+current one (`run_state`). The readers (`read_config`, `read_summary`, `read_samples`, `read_record`)
+find a record loose or packed, so they read a run being written and a sealed one alike; they know
+nothing of the trainer, so they work on runs made anywhere."""
 
 import gzip
 import hashlib
+import io
 import json
 import math
 import os
@@ -18,13 +21,18 @@ import platform
 import shutil
 import subprocess
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 CONFIG, METRICS, SAMPLES, SUMMARY = "config.json", "metrics.jsonl", "samples.jsonl", "summary.json"
-METRICS_TABLE, MANIFEST = "metrics.csv.gz", "manifest.json"
+METRICS_TABLE, MANIFEST, PACK = "metrics.csv.gz", "manifest.json", "records.zip"
+PACKED_SUFFIXES = (".json", ".jsonl")
+"""a sealed run's records of these suffixes (all but its manifest and its metrics) live in `PACK`, one
+deterministic zip (`unzip -p RUN/records.zip config.json` reads one): a store keeps a thousand runs,
+and on disk each file takes at least a block, several times a record's size"""
 SIGNIFICANT_DIGITS = 6
 """digits a sealed run keeps of each float: far below any effect the studies report, and about a
 fifth of the JSON lines' size"""
@@ -36,11 +44,14 @@ MIN_FREE_BYTES = 64 * 2**20
 """refuse to start a run on a disk with less free space than this"""
 
 
+def json_bytes(obj: Any) -> bytes:
+    """`obj` as a record's JSON: indented, keys sorted, what JSON cannot hold as its string."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write to a temporary file then rename, so readers never see half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    write_bytes_atomic(path, json_bytes(obj))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -163,6 +174,67 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_record(run_dir: str | Path, name: str) -> bytes | None:
+    """The bytes of the record `name` (config.json, summary.json, ...) of the run at `run_dir`: the loose
+    file while the run is written, the member of its `PACK` once it is sealed; None where it has none."""
+    loose = Path(run_dir) / name
+    if loose.is_file():
+        return loose.read_bytes()
+    return _packed(Path(run_dir)).get(name)
+
+
+def replace_record(run_dir: str | Path, name: str, data: bytes) -> str:
+    """Replace the record `name` of the run at `run_dir` where it is held, the loose file or its member
+    of `PACK` (the pack written anew, atomically); returns the name of the file that changed. A
+    FileNotFoundError where the run has no such record."""
+    path = Path(run_dir)
+    if (path / name).is_file():
+        write_bytes_atomic(path / name, data)
+        return name
+    packed = _packed(path)
+    if name not in packed:
+        raise FileNotFoundError(f"{path} has no {name}, loose or in {PACK}")
+    write_bytes_atomic(path / PACK, _zip({**packed, name: data}))
+    return PACK
+
+
+def records(run_dir: str | Path) -> dict[str, bytes]:
+    """Every record of the run at `run_dir` by name, packed and loose (a loose file over a packed one of
+    its name: it was written after the seal, and the next seal packs it)."""
+    path = Path(run_dir)
+    return {**_packed(path), **{f.name: f.read_bytes() for f in loose_records(path)}}
+
+
+def _packed(path: Path) -> dict[str, bytes]:
+    pack = path / PACK
+    if not pack.is_file():
+        return {}
+    with zipfile.ZipFile(pack) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def loose_records(path: Path) -> list[Path]:
+    """The run's files that a seal packs: records of `PACKED_SUFFIXES` but the manifest and the metrics
+    (which the seal turns into `METRICS_TABLE`)."""
+    return [
+        f
+        for f in sorted(path.iterdir())
+        if f.is_file() and f.suffix in PACKED_SUFFIXES and f.name not in (MANIFEST, METRICS)
+    ]
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    """`members` as a zip whose bytes depend on them alone (sorted names, a fixed date, deflated)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in sorted(members):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, members[name], compresslevel=9)
+    return buffer.getvalue()
+
+
 def read_metrics(run_dir: str | Path) -> pd.DataFrame:
     """The per-step metrics of a run as a DataFrame (one row per step), from `metrics.csv.gz` once the
     run is sealed, else from `metrics.jsonl`."""
@@ -184,9 +256,11 @@ def seal(run_dir: str | Path, behaviour: str) -> None:
     """Make a finished run fit to keep: its metrics become `metrics.csv.gz` (a row per step, floats to
     `SIGNIFICANT_DIGITS`, gzipped without a timestamp so the same metrics give the same bytes; about
     a third of the plain table's size, so a store of a thousand runs stays small enough to commit),
-    then `manifest.json`, written last and atomically, records `behaviour` (the version of the
-    training code that trained it), the number of metric rows and the sha256 of every other file in
-    the directory."""
+    its loose JSON records join those already packed in `PACK`, then `manifest.json`, written
+    atomically, records `behaviour` (the version of the training code that trained it), the number of
+    metric rows and the sha256 of every other file in the directory; the packed loose files go last.
+    Sealing a sealed run again packs what was written into it since (a cost record, say). A seal cut
+    off anywhere leaves a run its manifest still describes, whose records read the same."""
     path = Path(run_dir)
     if not is_finished(path):
         raise ValueError(f"{path} has no {SUMMARY}: only a finished run can be sealed")
@@ -195,9 +269,15 @@ def seal(run_dir: str | Path, behaviour: str) -> None:
         table = frame.to_csv(index=False, float_format=f"%.{SIGNIFICANT_DIGITS}g")
         write_bytes_atomic(path / METRICS_TABLE, gzip.compress(table.encode(), mtime=0))
         (path / METRICS).unlink()
+    loose = loose_records(path)
+    if loose:
+        write_bytes_atomic(path / PACK, _zip(records(path)))
     rows = len(read_metrics(path))
-    files = {f.name: _sha256(f) for f in sorted(path.iterdir()) if f.is_file() and f.name != MANIFEST}
+    kept = [f for f in sorted(path.iterdir()) if f.is_file() and f.name != MANIFEST and f not in loose]
+    files = {f.name: _sha256(f) for f in kept}
     write_json_atomic(path / MANIFEST, {"behaviour": behaviour, "rows": rows, "files": files})
+    for file in loose:
+        file.unlink()
 
 
 def run_state(run_dir: str | Path, behaviour: str) -> tuple[str, str]:
@@ -219,6 +299,10 @@ def run_state(run_dir: str | Path, behaviour: str) -> tuple[str, str]:
             return "torn", f"{path / name} is missing"
         if _sha256(path / name) != digest:
             return "torn", f"{path / name} does not match its checksum in {MANIFEST}"
+    packed = _packed(path) if PACK in manifest["files"] else {}
+    for file in loose_records(path):
+        if file.name in packed and file.read_bytes() != packed[file.name]:
+            return "torn", f"{file} was written over the record sealed in {PACK}"
     if manifest["behaviour"] != behaviour:
         return "stale", f"{path} was trained by behaviour {manifest['behaviour']}; the code is at {behaviour}"
     return "current", ""
@@ -228,21 +312,45 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def read_json_record(run_dir: str | Path, name: str) -> Any:
+    """The JSON record `name` of the run at `run_dir` (`read_record`), parsed; None where it has none."""
+    found = read_record(run_dir, name)
+    return None if found is None else json.loads(found)
+
+
 def read_config(run_dir: str | Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / CONFIG).read_text())["config"]
+    """The run's config (a dict); a FileNotFoundError where the run has no config.json."""
+    record = read_json_record(run_dir, CONFIG)
+    if record is None:
+        raise FileNotFoundError(f"{Path(run_dir)} has no {CONFIG}, loose or in {PACK}")
+    return record["config"]
+
+
+def has_config(run_dir: str | Path) -> bool:
+    return read_record(run_dir, CONFIG) is not None
 
 
 def read_start(run_dir: str | Path) -> dict[str, Any] | None:
     """The run's start: {"init_sha256", "reference_sha256", ...} (None for a run that recorded none,
     or that has no config.json)."""
-    path = Path(run_dir) / CONFIG
-    return json.loads(path.read_text()).get("start") if path.exists() else None
+    record = read_json_record(run_dir, CONFIG)
+    return None if record is None else record.get("start")
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / SUMMARY
-    return json.loads(path.read_text()) if path.exists() else None
+    found: dict[str, Any] | None = read_json_record(run_dir, SUMMARY)
+    return found
+
+
+def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The run's sampled completions (samples.jsonl, loose or packed; a torn last line of a run being
+    written is skipped, as `read_jsonl` does)."""
+    loose = Path(run_dir) / SAMPLES
+    if loose.is_file():
+        return read_jsonl(loose)
+    found = _packed(Path(run_dir)).get(SAMPLES)
+    return [] if found is None else [json.loads(line) for line in found.decode().splitlines() if line.strip()]
 
 
 def is_finished(run_dir: str | Path) -> bool:
-    return (Path(run_dir) / SUMMARY).exists()
+    return (Path(run_dir) / SUMMARY).exists() or SUMMARY in _packed(Path(run_dir))

@@ -23,7 +23,15 @@ from pathlib import Path
 
 from grpo_lab.config import Config
 from grpo_lab.experiments.store import expected_start, run_dir
-from grpo_lab.runlog import CONFIG, MANIFEST, read_config, read_metrics, seal, write_json_atomic
+from grpo_lab.runlog import (
+    CONFIG,
+    MANIFEST,
+    read_config,
+    read_json_record,
+    read_metrics,
+    seal,
+    write_json_atomic,
+)
 from grpo_lab.tasks.from_file import file_task_exists, is_file_task
 from grpo_lab.training.trainer import Trainer
 
@@ -57,7 +65,7 @@ def main(root: Path) -> int:
     fingerprints: dict[str, dict[str, float]] = {}
     kept, removed = 0, []
     for path in sorted(p for p in root.iterdir() if (p / MANIFEST).exists()):
-        record = json.loads((path / CONFIG).read_text())
+        record = read_json_record(path, CONFIG)
         if record.get("start") is not None:
             continue
         config = relocated(read_config(path))
@@ -78,7 +86,7 @@ def main(root: Path) -> int:
             "reference_sha256": sha if uses_reference else None,
             "evidence": f"step-0 {', '.join(FINGERPRINT)} equal to the shipped model's (recorded afterwards)",
         }
-        write_json_atomic(path / CONFIG, record)
+        write_json_atomic(path / CONFIG, record)  # over the packed one: the seal packs it
         seal(path, json.loads((path / MANIFEST).read_text())["behaviour"])
         target = run_dir(Config.from_dict(config), root)  # a file task is keyed by its content
         if target != path:

@@ -20,7 +20,7 @@ from grpo_lab.models.loading import load_policy
 from grpo_lab.presets import PRESETS, preset
 from grpo_lab.registry import Registry
 from grpo_lab.rewards import score
-from grpo_lab.runlog import METRICS, SUMMARY, read_jsonl
+from grpo_lab.runlog import METRICS, PACK, SUMMARY, read_jsonl
 from grpo_lab.tasks import TASKS, make_task
 from grpo_lab.tasks.base import Example, Task
 from grpo_lab.training import rollout, trainer
@@ -51,7 +51,8 @@ def tiny_args(path: str, out: Path, *extra: str) -> list[str]:
 
 
 def summaries(root: Path) -> list[Path]:
-    return list(root.rglob(SUMMARY))
+    """The finished runs' summaries under `root`: loose, or in a sealed run's pack."""
+    return [*root.rglob(SUMMARY), *root.rglob(PACK)]
 
 
 def assert_lists(message: str, names) -> None:

@@ -11,7 +11,7 @@ import pytest
 from grpo_lab import experiments, preset
 from grpo_lab.experiments import ablation_points, grid_points, preset_overrides, run_dir
 from grpo_lab.models import embedded
-from grpo_lab.runlog import read_jsonl
+from grpo_lab.runlog import PACK, read_config, read_samples
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:
@@ -93,9 +93,9 @@ def test_sweep_loads_finished_runs_and_resumes_only_what_is_missing(tiny_config,
     assert len(first.metrics) == 4 * (base.steps + 1)
     assert first.runs["val/reward_end"].notna().all()  # summary.json fields per run
 
-    # an interrupted sweep: one run without summary.json, one run never started
+    # an interrupted sweep: one run without summary.json (its records gone), one run never started
     paths = [Path(p) for p in first.runs["path"]]
-    (paths[0] / "summary.json").unlink()
+    (paths[0] / PACK).unlink()
     shutil.rmtree(paths[3])
     again = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
     assert again.counts() == {"loaded": 2, "trained": 2, "failed": 0}
@@ -112,7 +112,7 @@ def test_a_torn_or_stale_run_is_reported_and_trained_again_never_loaded(tiny_con
     grid = {"preset": ["grpo", "dapo_loss"]}
     first = experiments.sweep(base, grid, [0, 1], tmp_path, workers=1, progress=False)
     paths = [Path(p) for p in first.runs["path"]]
-    assert {p.name for p in paths[0].iterdir()} >= {"metrics.csv.gz", "manifest.json", "summary.json"}
+    assert {p.name for p in paths[0].iterdir()} >= {"metrics.csv.gz", "manifest.json", PACK}
     cut = paths[0] / "metrics.csv.gz"
     cut.write_bytes(cut.read_bytes()[:300])
     (paths[1] / "metrics.csv.gz").unlink()
@@ -160,7 +160,7 @@ def test_same_seed_same_prompts_whatever_the_scheme(tiny_config, tmp_path):
     )
 
     def prompts(run) -> list[list[str]]:
-        rows = read_jsonl(Path(run.path) / "samples.jsonl")
+        rows = read_samples(run.path)
         return [[r["prompt"] for r in rows if r["step"] == step] for step in range(base.steps)]
 
     runs = {(r.preset, r.seed): prompts(r) for r in result.runs.itertuples()}
@@ -200,8 +200,7 @@ def test_run_seeds_stores_and_loads(tiny_config, tmp_path):
     config = tiny_config()
     df = experiments.run_seeds(config, [0, 1], root=tmp_path, label="base")
     assert set(df["seed"]) == {0, 1} and set(df["label"]) == {"base"}
-    stored = json.loads((run_dir(config.replace(seed=1), tmp_path) / "config.json").read_text())
-    assert stored["config"]["seed"] == 1
+    assert read_config(run_dir(config.replace(seed=1), tmp_path))["seed"] == 1
     pd.testing.assert_frame_equal(df, experiments.run_seeds(config, [0, 1], root=tmp_path, label="base"))
 
 

@@ -9,16 +9,21 @@ from grpo_lab.runlog import (
     MANIFEST,
     METRICS,
     METRICS_TABLE,
+    PACK,
     SAMPLES,
     SUMMARY,
     RunWriter,
     environment,
     is_finished,
     read_config,
+    read_json_record,
     read_jsonl,
     read_metrics,
+    read_samples,
     read_start,
     read_summary,
+    records,
+    replace_record,
     run_state,
     seal,
     write_json_atomic,
@@ -209,3 +214,62 @@ def test_a_run_sealed_in_the_older_plain_table_format_is_stale_not_read_as_empty
     (tmp_path / "old" / MANIFEST).write_text(json.dumps(manifest))
     state, why = run_state(tmp_path / "old", "v1")
     assert state == "stale" and "older store format" in why
+
+
+def finished_run(path, seed=1):
+    w = RunWriter(path, {"seed": seed}, ENV, start={"init_sha256": "ab"})
+    w.log({"step": 0, "reward": 0.5})
+    w.samples(0, [{"completion": "12", "reward": 1.0}, {"completion": "x", "reward": 0.0}])
+    w.finish({"steps": 1})
+    return path
+
+
+def test_sealing_packs_the_records_and_the_readers_find_them_there(tmp_path):
+    run = finished_run(tmp_path / "run")
+    loose = records(run)
+    assert set(loose) == {CONFIG, SAMPLES, SUMMARY}
+    seal(run, behaviour="v1")
+    assert sorted(p.name for p in run.iterdir()) == [MANIFEST, METRICS_TABLE, PACK]
+    assert set(json.loads((run / MANIFEST).read_text())["files"]) == {METRICS_TABLE, PACK}
+    assert records(run) == loose and run_state(run, "v1") == ("current", "")
+    assert is_finished(run) and read_config(run) == {"seed": 1} and read_start(run) == {"init_sha256": "ab"}
+    assert read_summary(run) == {"steps": 1}
+    assert [r["completion"] for r in read_samples(run)] == ["12", "x"]
+    again = finished_run(tmp_path / "again")
+    seal(again, behaviour="v1")
+    assert (again / PACK).read_bytes() == (run / PACK).read_bytes()  # the same records, the same bytes
+
+
+def test_a_record_written_after_the_seal_is_packed_by_the_next_one(tmp_path):
+    run = finished_run(tmp_path / "run")
+    seal(run, behaviour="v1")
+    write_json_atomic(run / "cost.json", {"resting_mb": 12.5})
+    assert read_json_record(run, "cost.json") == {"resting_mb": 12.5}
+    seal(run, behaviour="v1")
+    assert not (run / "cost.json").exists() and read_json_record(run, "cost.json") == {"resting_mb": 12.5}
+    assert set(records(run)) == {CONFIG, SAMPLES, SUMMARY, "cost.json"}
+    assert run_state(run, "v1") == ("current", "")
+
+
+def test_a_loose_record_over_a_packed_one_tears_the_run_unless_it_is_the_same(tmp_path):
+    run = finished_run(tmp_path / "run")
+    sealed = records(run)
+    seal(run, behaviour="v1")
+    (run / SUMMARY).write_bytes(sealed[SUMMARY])  # a seal cut off before it removed the loose files
+    assert run_state(run, "v1") == ("current", "")
+    (run / SUMMARY).write_text(json.dumps({"steps": 2}))
+    state, why = run_state(run, "v1")
+    assert state == "torn" and "written over the record sealed in records.zip" in why
+    assert read_summary(run) == {"steps": 2}  # what a reader sees: why the run may not be used
+
+
+def test_replacing_a_packed_record_rewrites_the_pack(tmp_path):
+    run = finished_run(tmp_path / "run")
+    seal(run, behaviour="v1")
+    assert replace_record(run, CONFIG, json.dumps({"config": {"seed": 2}}).encode()) == PACK
+    assert read_config(run) == {"seed": 2} and not (run / CONFIG).exists()
+    assert run_state(run, "v1")[0] == "torn"  # the manifest still holds the old pack's checksum
+    with pytest.raises(FileNotFoundError, match="has no cost.json, loose or in records.zip"):
+        replace_record(run, "cost.json", b"{}")
+    with pytest.raises(FileNotFoundError, match="has no config.json"):
+        read_config(tmp_path)

@@ -20,14 +20,13 @@ import pandas as pd
 from scipy import stats
 
 from grpo_lab.runlog import (
-    CONFIG,
     METRICS,
     METRICS_TABLE,
-    SAMPLES,
+    has_config,
     has_metrics,
     read_config,
-    read_jsonl,
     read_metrics,
+    read_samples,
 )
 from grpo_lab.tasks.diversity import template_share
 
@@ -748,8 +747,8 @@ def diagnose_run(run_dir: str | Path, thresholds: Thresholds = Thresholds()) -> 
     run_dir = Path(run_dir)
     if not has_metrics(run_dir):
         raise ValueError(f"{run_dir} is not a run directory: it has no {METRICS} nor {METRICS_TABLE}")
-    config = read_config(run_dir) if (run_dir / CONFIG).exists() else None
-    return diagnose(read_metrics(run_dir), read_jsonl(run_dir / SAMPLES), config, thresholds)
+    config = read_config(run_dir) if has_config(run_dir) else None
+    return diagnose(read_metrics(run_dir), read_samples(run_dir), config, thresholds)
 
 
 def _format_value(value: Any) -> str:

@@ -37,7 +37,7 @@ from grpo_lab.experiments.designs import Point, grid_points, preset_overrides
 from grpo_lab.experiments.store import BEHAVIOUR, ensure, is_current, refuse_training, run_dir
 from grpo_lab.presets import TRICKS, preset
 from grpo_lab.profiles import Budget, Profile
-from grpo_lab.runlog import read_metrics, seal, write_json_atomic
+from grpo_lab.runlog import read_json_record, read_metrics, seal, write_json_atomic
 from grpo_lab.threads import torch_threads
 from grpo_lab.training.trainer import train
 
@@ -182,8 +182,8 @@ def reset_peak_memory() -> float:
 
 
 def _resting(path: Path) -> float:
-    file = path / RESTING_FILE
-    return float(json.loads(file.read_text())["resting_mb"]) if file.exists() else math.nan
+    record = read_json_record(path, RESTING_FILE)
+    return math.nan if record is None else float(record["resting_mb"])
 
 
 def timed(df: pd.DataFrame) -> pd.DataFrame:

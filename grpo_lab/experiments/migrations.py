@@ -1,12 +1,20 @@
-"""Store maintenance: renaming a preset in a run store (`rename_preset`). A run directory is named by its
-preset and keyed by the hash of its config (`store.run_dir`), which holds the preset's name, so a preset
-renamed in `grpo_lab.presets` would orphan the runs stored under the old name: they are moved to the name
-and key the new one gives, their config.json says the new name, and their seal (`runlog.seal`) records
-the new config.json's checksum, keeping the behaviour version that trained them and every other file as
-they were (a preset's name is informational: renaming it changes nothing that was computed). Each run
-is moved on its own and atomically (a hidden copy of hard links in the store, changed, checked,
-then renamed into place), and the runs moved before a failure stay moved: running the rename again finishes
-the rest. `dry_run` lists what would be done, moving nothing."""
+"""Store maintenance: packing the records of runs sealed before `runlog.PACK` (`pack_store`), and renaming
+a preset in a run store (`rename_preset`).
+
+A run sealed before records were packed keeps config.json, summary.json, samples.jsonl and the rest
+loose, a disk block each: `pack_store` seals each such run again under the behaviour version its
+manifest records, which packs them, after checking that every file is as sealed (a torn run is left
+as it is, and said so) and before checking that its records and store state are unchanged.
+
+A run directory is named by its preset and keyed by the hash of its config (`store.run_dir`), which
+holds the preset's name, so a preset renamed in `grpo_lab.presets` would orphan the runs stored under
+the old name: they are moved to the name and key the new one gives, their config.json (loose or
+packed) says the new name, and their seal (`runlog.seal`) records the new checksum of the file that
+holds it, keeping the behaviour version that trained them and every other file as they were (a
+preset's name is informational: renaming it changes nothing that was computed). Each run is moved on
+its own and atomically (a hidden copy of hard links in the store, changed, checked, then renamed into
+place), and the runs moved before a failure stay moved: running the rename again finishes the rest.
+`dry_run` lists what would be done, moving nothing."""
 
 import fcntl
 import hashlib
@@ -22,11 +30,53 @@ from typing import Any, Literal
 from grpo_lab.config import Config
 from grpo_lab.experiments.store import run_dir, state
 from grpo_lab.presets import PRESETS
-from grpo_lab.runlog import CONFIG, MANIFEST, write_json_atomic
+from grpo_lab.runlog import (
+    CONFIG,
+    MANIFEST,
+    PACK,
+    json_bytes,
+    loose_records,
+    read_json_record,
+    records,
+    replace_record,
+    run_state,
+    seal,
+    write_json_atomic,
+)
 from grpo_lab.tasks.from_file import PREFIX, file_task_exists, is_file_task
 
 RENAMING = ".renaming"
 """suffix of the hidden copy a run is changed in, in the store, before it is renamed into place"""
+
+
+def pack_store(root: str | Path, *, dry_run: bool = False) -> list[tuple[Path, str]]:
+    """Pack the loose records of every sealed run in the store `root` (`runlog.seal` again, under the
+    behaviour its manifest records); returns (run, what was done or why not) for each run that has
+    loose records, in the directories' order; with `dry_run`, what would be done, changing nothing.
+    A run whose files do not match its manifest (torn) is skipped; one being trained (its lock held)
+    stops the packing with a ValueError, the runs packed so far staying packed."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"run store {root} is not a directory")
+    done = []
+    for path in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not (path / MANIFEST).exists() or not loose_records(path):
+            continue
+        manifest = json.loads((path / MANIFEST).read_text())
+        found, why = run_state(path, manifest["behaviour"])
+        if found != "current":
+            done.append((path, f"left loose: {found}: {why}"))
+            continue
+        if dry_run:
+            done.append((path, f"would pack {len(loose_records(path))} records"))
+            continue
+        with _locked(path):
+            before, state_before = records(path), state(path)
+            seal(path, manifest["behaviour"])
+            if records(path) != before or state(path) != state_before:
+                raise ValueError(f"{path}: packing changed its records or its store state; look at it")
+        done.append((path, f"packed {len(before)} records"))
+    return done
 
 
 @dataclass(frozen=True)
@@ -222,36 +272,42 @@ def _apply(plan: Rename, old: str, new: str) -> None:
 
 
 def _rewrite(path: Path, old: str, new: str) -> None:
-    """config.json of the run at `path` with preset `new` instead of `old`, and the manifest's checksum
-    of it when the manifest held the old file's (a torn config.json stays torn)."""
-    file = path / CONFIG
-    was = file.read_bytes()
-    record = json.loads(was)
+    """config.json of the run at `path` (loose or packed) with preset `new` instead of `old`, and the
+    manifest's checksum of the file that holds it when the manifest held that file's old checksum (a
+    torn record stays torn)."""
+    record = read_json_record(path, CONFIG)
     if record["config"]["preset"] != old:
-        raise ValueError(f"{file} says preset {record['config']['preset']!r}, not {old!r}")
+        raise ValueError(f"{path.name}'s {CONFIG} says preset {record['config']['preset']!r}, not {old!r}")
     record["config"]["preset"] = new
-    write_json_atomic(file, record)
+    held = CONFIG if (path / CONFIG).is_file() else PACK
+    was = hashlib.sha256((path / held).read_bytes()).hexdigest()
+    replace_record(path, CONFIG, json_bytes(record))
     manifest_file = path / MANIFEST
     if not manifest_file.exists():
         return
     manifest = json.loads(manifest_file.read_text())
-    if manifest["files"].get(CONFIG) == hashlib.sha256(was).hexdigest():
-        manifest["files"][CONFIG] = hashlib.sha256(file.read_bytes()).hexdigest()
+    if manifest["files"].get(held) == was:
+        manifest["files"][held] = hashlib.sha256((path / held).read_bytes()).hexdigest()
         write_json_atomic(manifest_file, manifest)
 
 
 def _is_moved_copy(source: Path, target: Path, new: str) -> bool:
     """Whether `target` is `source` moved (a move interrupted before the source was removed): the same
-    files, the same bytes but for config.json, which says `new`, and the manifest."""
-    names = {p.name for p in source.iterdir() if p.is_file()}
-    if names != {p.name for p in target.iterdir() if p.is_file()} or CONFIG not in names:
+    files and records, the same bytes but for config.json, which says `new`, the pack that holds it and
+    the manifest."""
+    was, now = _contents(source), _contents(target)
+    if set(was) != set(now) or CONFIG not in was:
         return False
-    record = json.loads((source / CONFIG).read_text())
+    record = json.loads(was[CONFIG])
     record["config"]["preset"] = new
-    if json.loads((target / CONFIG).read_text()) != record:
+    if json.loads(now[CONFIG]) != record:
         return False
-    kept = names - {CONFIG, MANIFEST}
-    return all((source / n).read_bytes() == (target / n).read_bytes() for n in kept)
+    return all(was[n] == now[n] for n in set(was) - {CONFIG, PACK, MANIFEST})
+
+
+def _contents(path: Path) -> dict[str, bytes]:
+    """The run's files and its records (packed ones too) by name."""
+    return {**{p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}, **records(path)}
 
 
 def _link_copy(source: Path, work: Path) -> None:
@@ -284,9 +340,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _config(path: Path) -> dict[str, Any] | None:
-    """The config of the run at `path`, None where it has no config.json."""
-    file = path / CONFIG
-    return json.loads(file.read_text())["config"] if file.exists() else None
+    """The config of the run at `path`, None where it has no config.json (loose or packed)."""
+    record = read_json_record(path, CONFIG)
+    return None if record is None else record["config"]
 
 
 def _project_root() -> Path:

@@ -1,8 +1,10 @@
-"""Renaming a preset in a run store: the runs stored under the old name move to the new name and key
-with config.json and the seal updated, stay as current (or as stale, or torn) as they were, and a design
-that asks for the new preset loads them without training."""
+"""Store maintenance. Renaming a preset in a run store: the runs stored under the old name move to the
+new name and key with config.json and the seal updated, stay as current (or as stale, or torn) as they
+were, and a design that asks for the new preset loads them without training. Packing a store: the runs
+sealed with loose records get them packed, the same records and state; a torn one is left alone."""
 
 import fcntl
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -12,10 +14,10 @@ import pytest
 from grpo_lab import experiments
 from grpo_lab.cli import main
 from grpo_lab.experiments.designs import Point
-from grpo_lab.experiments.migrations import rename_preset
+from grpo_lab.experiments.migrations import pack_store, rename_preset
 from grpo_lab.experiments.store import BEHAVIOUR, NO_TRAIN, ensure, is_current, run_dir, state
 from grpo_lab.presets import preset
-from grpo_lab.runlog import MANIFEST, read_config
+from grpo_lab.runlog import MANIFEST, PACK, read_config, read_json_record, read_start, records
 
 TINY = dict(task="judge", steps=2, prompts_per_step=2, group_size=2, max_completion_length=10, val_size=4)
 TINY.update(eval_every=2, progress=False)
@@ -48,7 +50,8 @@ def store(trained, tmp_path) -> Path:
 
 
 def files(path: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+    """The run's files and its records, packed ones too, by name."""
+    return {**{p.name: p.read_bytes() for p in sorted(path.iterdir())}, **records(path)}
 
 
 def test_runs_move_to_the_new_name_and_load_without_training(store, tiny_model_path, monkeypatch):
@@ -71,16 +74,16 @@ def test_runs_move_to_the_new_name_and_load_without_training(store, tiny_model_p
         assert read_config(target) == {**read_config_from(before[source]), "preset": "dapo_loss"}
         moved = json.loads((target / MANIFEST).read_text())
         assert moved["behaviour"] == manifest["behaviour"] == BEHAVIOUR and moved["rows"] == manifest["rows"]
-        assert moved["files"]["config.json"] != manifest["files"]["config.json"]
-        assert {k: v for k, v in moved["files"].items() if k != "config.json"} == {
-            k: v for k, v in manifest["files"].items() if k != "config.json"
+        assert moved["files"][PACK] != manifest["files"][PACK]  # the pack that holds config.json
+        assert {k: v for k, v in moved["files"].items() if k != PACK} == {
+            k: v for k, v in manifest["files"].items() if k != PACK
         }
-        kept_files = set(before[source]) - {"config.json", MANIFEST}
+        kept_files = set(before[source]) - {"config.json", PACK, MANIFEST}
         assert {n: b for n, b in files(target).items() if n in kept_files} == {
             n: before[source][n] for n in kept_files
         }
         start = json.loads(before[source]["config.json"])["start"]
-        assert json.loads((target / "config.json").read_text())["start"] == start
+        assert read_start(target) == start
     assert not [p for p in store.iterdir() if p.name.endswith(".renaming")]
 
     monkeypatch.setenv(NO_TRAIN, "1")  # loading must not train
@@ -173,9 +176,9 @@ def test_runs_that_cannot_be_told_or_found_refuse_the_rename(store, tiny_model_p
     # the other way round, today's dapo_loss runs would be neither dapo_loss nor dapo: refused
     rename_preset(store, "dapo", "dapo_loss")
     other = run_dir(preset("dapo_loss", model=tiny_model_path, seed=1, **TINY), store)
-    config = json.loads((other / "config.json").read_text())
+    config = read_json_record(other, "config.json")
     config["config"]["overlong_buffer"] = 4
-    (other / "config.json").write_text(json.dumps(config))
+    (other / "config.json").write_text(json.dumps(config))  # loose, over the packed one
     with pytest.raises(ValueError, match="neither today's 'dapo_loss' nor 'dapo'"):
         rename_preset(store, "dapo_loss", "dapo")
 
@@ -199,3 +202,34 @@ def test_a_gone_task_file_is_found_under_the_given_directory(tiny_model_path, tm
         preset("dapo_loss", model=tiny_model_path, **{**TINY, "task": f"file:{moved}"}), root
     )
     assert is_current(done.target)
+
+
+def unpacked(path: Path) -> Path:
+    """The run at `path` as sealed before records were packed: its records loose, each in the manifest."""
+    manifest = json.loads((path / MANIFEST).read_text())
+    for name, data in records(path).items():
+        (path / name).write_bytes(data)
+        manifest["files"][name] = hashlib.sha256(data).hexdigest()
+    (path / PACK).unlink()
+    del manifest["files"][PACK]
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    return path
+
+
+def test_packing_a_store_packs_the_runs_sealed_loose_and_leaves_a_torn_one(store, tiny_model_path, capsys):
+    old, torn = (unpacked(run_dir(old_dapo(tiny_model_path, seed=s), store)) for s in (0, 1))
+    (torn / "samples.jsonl").write_text("changed\n")
+    before = {p: files(p) for p in (old, torn)}
+    assert is_current(old) and state(torn)[0] == "torn"
+
+    planned = pack_store(store, dry_run=True)
+    assert planned == [(old, "would pack 3 records"), (torn, planned[1][1])]
+    assert planned[1][1].startswith("left loose: torn") and {p: files(p) for p in (old, torn)} == before
+
+    assert main(["store", "pack", "--root", str(store)]) == 1  # the torn run is left loose: exit 1
+    assert "1 runs packed" in capsys.readouterr().err
+    assert sorted(p.name for p in old.iterdir()) == [MANIFEST, "metrics.csv.gz", PACK]
+    assert records(old) == records(run_dir(old_dapo(tiny_model_path, seed=0), store)) and is_current(old)
+    assert json.loads((old / MANIFEST).read_text())["behaviour"] == BEHAVIOUR
+    assert files(torn) == before[torn] and state(torn)[0] == "torn"
+    assert pack_store(store) == [(torn, planned[1][1])]  # nothing more to pack

@@ -79,7 +79,7 @@ def test_a_run_records_its_start_and_one_from_other_weights_is_stale_and_retrain
     from grpo_lab import preset
     from grpo_lab.experiments import store
     from grpo_lab.models.embedded import shipped_dir, start_sha256
-    from grpo_lab.runlog import CONFIG, MANIFEST, read_start, seal
+    from grpo_lab.runlog import CONFIG, MANIFEST, read_json_record, read_start, seal
 
     assert shipped_dir("judge") is not None
     config = preset("grpo", task="judge", steps=1, prompts_per_step=2, group_size=2, val_size=4,
@@ -91,8 +91,8 @@ def test_a_run_records_its_start_and_one_from_other_weights_is_stale_and_retrain
     assert store.state(path) == ("current", "")
 
     def rewrite(start):
-        record = json.loads((path / CONFIG).read_text())
-        (path / CONFIG).write_text(json.dumps({**record, "start": start}))
+        record = read_json_record(path, CONFIG)
+        (path / CONFIG).write_text(json.dumps({**record, "start": start}))  # loose: the seal packs it
         seal(path, json.loads((path / MANIFEST).read_text())["behaviour"])
 
     rewrite({"init_sha256": "0" * 64, "reference_sha256": None})

@@ -12,6 +12,7 @@ from grpo_lab.comparisons import timing
 from grpo_lab.experiments import run_dir
 from grpo_lab.experiments.designs import Point
 from grpo_lab.presets import TRICKS
+from grpo_lab.runlog import MANIFEST, read_json_record
 from grpo_lab.studies import cost
 from grpo_lab.studies.ablations import CONFLICTS
 
@@ -85,10 +86,10 @@ def test_measure_loads_finished_runs_instead_of_timing_them_again(tiny_config, t
     design = tiny_design(tiny_config)[:1]
     cost.run(design, cost.settings("smoke", [0]), tmp_path)
     path = run_dir(design[0].config.replace(seed=0), tmp_path)
-    stamp = (path / "summary.json").stat().st_mtime_ns
+    stamp = (path / MANIFEST).stat().st_mtime_ns
     again = cost.run(design, cost.settings("smoke", [0]), tmp_path)
-    assert (path / "summary.json").stat().st_mtime_ns == stamp
-    assert (path / timing.RESTING_FILE).exists() and len(again) > 0
+    assert (path / MANIFEST).stat().st_mtime_ns == stamp  # neither trained nor sealed again
+    assert read_json_record(path, timing.RESTING_FILE) is not None and len(again) > 0
 
 
 def test_every_other_round_is_timed_in_reverse_order(tiny_config):
