@@ -259,8 +259,10 @@ def seal(run_dir: str | Path, behaviour: str) -> None:
     its loose JSON records join those already packed in `PACK`, then `manifest.json`, written
     atomically, records `behaviour` (the version of the training code that trained it), the number of
     metric rows and the sha256 of every other file in the directory; the packed loose files go last.
-    Sealing a sealed run again packs what was written into it since (a cost record, say). A seal cut
-    off anywhere leaves a run its manifest still describes, whose records read the same."""
+    Sealing a sealed run again packs what was written into it since (a cost record, say). Cut off
+    anywhere, sealing a run sealed with its records loose leaves one its old manifest still describes,
+    whose records read the same; a seal of a run that has a pack, cut off between the new pack and the
+    new manifest, leaves a torn run: retrained, never misread."""
     path = Path(run_dir)
     if not is_finished(path):
         raise ValueError(f"{path} has no {SUMMARY}: only a finished run can be sealed")
