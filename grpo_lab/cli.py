@@ -151,9 +151,9 @@ def _store_pack(args: argparse.Namespace) -> int:
 
     root = Path(args.root) if args.root else PROFILES["full"].runs_dir()
     done = pack_store(root, dry_run=args.dry_run)
-    for path, what in done:
+    for path, _, what in done:
         print(f"{path.name}: {what}")
-    left = [path for path, what in done if what.startswith("left loose")]
+    left = [path for path, packed, _ in done if not packed]
     print(
         f"{len(done) - len(left)} runs {'to pack' if args.dry_run else 'packed'} in {root}; {len(left)} "
         "left loose (not as sealed)",

@@ -49,12 +49,13 @@ RENAMING = ".renaming"
 """suffix of the hidden copy a run is changed in, in the store, before it is renamed into place"""
 
 
-def pack_store(root: str | Path, *, dry_run: bool = False) -> list[tuple[Path, str]]:
+def pack_store(root: str | Path, *, dry_run: bool = False) -> list[tuple[Path, bool, str]]:
     """Pack the loose records of every sealed run in the store `root` (`runlog.seal` again, under the
-    behaviour its manifest records); returns (run, what was done or why not) for each run that has
-    loose records, in the directories' order; with `dry_run`, what would be done, changing nothing.
-    A run whose files do not match its manifest (torn) is skipped; one being trained (its lock held)
-    stops the packing with a ValueError, the runs packed so far staying packed."""
+    behaviour its manifest records); returns (run, whether it is (or would be) packed, what was done or
+    why not) for each run that has loose records, in the directories' order; with `dry_run`, what
+    would be done, changing nothing. A run whose files do not match its manifest (torn) is skipped; one
+    being trained (its lock held) stops the packing with a ValueError, the runs packed so far staying
+    packed."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"run store {root} is not a directory")
@@ -65,17 +66,17 @@ def pack_store(root: str | Path, *, dry_run: bool = False) -> list[tuple[Path, s
         manifest = json.loads((path / MANIFEST).read_text())
         found, why = run_state(path, manifest["behaviour"])
         if found != "current":
-            done.append((path, f"left loose: {found}: {why}"))
+            done.append((path, False, f"left loose: {found}: {why}"))
             continue
         if dry_run:
-            done.append((path, f"would pack {len(loose_records(path))} records"))
+            done.append((path, True, f"would pack {len(loose_records(path))} records"))
             continue
         with _locked(path):
             before, state_before = records(path), state(path)
             seal(path, manifest["behaviour"])
             if records(path) != before or state(path) != state_before:
                 raise ValueError(f"{path}: packing changed its records or its store state; look at it")
-        done.append((path, f"packed {len(before)} records"))
+        done.append((path, True, f"packed {len(before)} records"))
     return done
 
 

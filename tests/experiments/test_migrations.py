@@ -223,8 +223,8 @@ def test_packing_a_store_packs_the_runs_sealed_loose_and_leaves_a_torn_one(store
     assert is_current(old) and state(torn)[0] == "torn"
 
     planned = pack_store(store, dry_run=True)
-    assert planned == [(old, "would pack 3 records"), (torn, planned[1][1])]
-    assert planned[1][1].startswith("left loose: torn") and {p: files(p) for p in (old, torn)} == before
+    assert planned == [(old, True, "would pack 3 records"), (torn, False, planned[1][2])]
+    assert planned[1][2].startswith("left loose: torn") and {p: files(p) for p in (old, torn)} == before
 
     assert main(["store", "pack", "--root", str(store)]) == 1  # the torn run is left loose: exit 1
     assert "1 runs packed" in capsys.readouterr().err
@@ -232,4 +232,4 @@ def test_packing_a_store_packs_the_runs_sealed_loose_and_leaves_a_torn_one(store
     assert records(old) == records(run_dir(old_dapo(tiny_model_path, seed=0), store)) and is_current(old)
     assert json.loads((old / MANIFEST).read_text())["behaviour"] == BEHAVIOUR
     assert files(torn) == before[torn] and state(torn)[0] == "torn"
-    assert pack_store(store) == [(torn, planned[1][1])]  # nothing more to pack
+    assert pack_store(store) == [(torn, False, planned[1][2])]  # nothing more to pack
